@@ -1,0 +1,208 @@
+/*
+ * libmuster: client for the musterd key-value and rendezvous daemon.
+ *
+ * Handles: a muster_t is one connection to one musterd namespace.  Create it
+ * with muster_connect(), free it with muster_close() (NULL is fine).
+ *
+ * Threads: a handle may be used by one thread at a time; the library has no
+ * global state, so separate handles in separate threads need no locking.
+ * Open one handle per thread that blocks on the store.
+ *
+ * Errors: every function returns a muster_err (MUSTER_OK = 0) or, where it
+ * returns a pointer, NULL with the reason in *err.  muster_strerror() gives a
+ * static message; muster_last_error() gives the server's detail for the last
+ * failed call on a handle.  Retryable codes: MUSTER_ETIMEDOUT,
+ * MUSTER_ECONN, MUSTER_ESHUTDOWN, MUSTER_ESTALE (re-join).  The others mean
+ * the same call will fail the same way.
+ *
+ * Deadlines: every call that talks to the server takes timeout_ms; 0 means
+ * the handle's default (the URL's ?timeout=, else 30000 ms).  Blocking ops
+ * pass the deadline to the server, which enforces it and answers
+ * MUSTER_ETIMEDOUT; the connection stays usable afterwards.
+ *
+ * Ownership: buffers the library returns (values, key lists) belong to the
+ * caller and are freed with muster_free() / muster_free_list().  Input
+ * buffers are only read during the call.
+ *
+ * The library never prints.  Install a log callback to see its diagnostics.
+ */
+#ifndef MUSTER_MUSTER_H
+#define MUSTER_MUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MUSTER_API __attribute__((visibility("default")))
+
+#define MUSTER_PROTOCOL_VERSION 1
+#define MUSTER_DEFAULT_PORT 29600
+
+/* Error codes.  1..13 equal the wire Status values of proto/muster.proto. */
+typedef enum muster_err {
+    MUSTER_OK = 0,
+    MUSTER_ENOTFOUND = 1,     /* key absent */
+    MUSTER_ETIMEDOUT = 2,     /* deadline passed (server- or client-side); retryable */
+    MUSTER_EBADREQ = 3,       /* the server rejected a field of the request */
+    MUSTER_EUNKNOWNOP = 4,    /* the server does not know this op */
+    MUSTER_EAUTH = 5,         /* wrong token / not authenticated */
+    MUSTER_ELIMIT = 6,        /* a server bound tripped (size, count, waiters) */
+    MUSTER_ESHUTDOWN = 7,     /* the server is draining; retryable elsewhere/later */
+    MUSTER_ENOTNUM = 8,       /* add on a non-numeric value */
+    MUSTER_EOVERFLOW = 9,     /* add would overflow int64 */
+    MUSTER_ESTALE = 10,       /* generation ended; re-join; retryable */
+    MUSTER_ENOTMEMBER = 11,   /* rendezvous op without membership */
+    MUSTER_ECONFLICT = 12,    /* join parameters disagree with the round */
+    MUSTER_EINTERNAL = 13,    /* server-side bug */
+    MUSTER_EINVAL = 100,      /* bad argument to a library call (client side) */
+    MUSTER_ECONN = 101,       /* cannot connect, or the connection was lost; retryable */
+    MUSTER_EPROTO = 102,      /* the server sent something this library cannot parse */
+    MUSTER_ENOMEM = 103,      /* allocation failed */
+    MUSTER_EURL = 104,        /* the store URL could not be parsed */
+    MUSTER_ENCCL = 105,       /* NCCL or CUDA failed (libmuster-nccl) */
+    MUSTER_ECANCELED = 106,   /* aborted by a membership event (libmuster-nccl) */
+} muster_err;
+
+/* A static, never-NULL description of an error code. */
+MUSTER_API const char *muster_strerror(int err);
+/* Whether retrying the same call later may succeed. */
+MUSTER_API int muster_err_retryable(int err);
+
+/* ------------------------------------------------------------------ URLs */
+
+/* A parsed store URL: tcp://HOST:PORT[/NAMESPACE][?token=T&timeout=MS&name=N]
+ * HOST may be a bracketed IPv6 literal.  "env://" reads MASTER_ADDR and
+ * MASTER_PORT (namespace from MUSTER_NAMESPACE).  NULL or "" means the
+ * MUSTER_URL environment variable, else tcp://127.0.0.1:29600. */
+typedef struct muster_url {
+    char host[256];
+    uint16_t port;
+    char ns[256];
+    char token[256];
+    char name[128];
+    uint32_t timeout_ms;   /* 0 when absent */
+} muster_url;
+
+/* Parse text into *out; MUSTER_EURL with no change to *out on error. */
+MUSTER_API int muster_url_parse(const char *text, muster_url *out);
+
+/* ---------------------------------------------------------------- handles */
+
+typedef struct muster muster_t;
+
+typedef void (*muster_log_fn)(void *arg, int level, const char *msg);
+
+/* Options for muster_connect_opts(); zero-initialise, then set fields. */
+typedef struct muster_opts {
+    uint32_t connect_timeout_ms;   /* overall connect deadline; 0 = handle default */
+    uint32_t default_timeout_ms;   /* per-call default; 0 = URL's, else 30000 */
+    const char *client_name;       /* shown in server logs; NULL = URL's or "libmuster" */
+    muster_log_fn log_fn;          /* NULL = silent */
+    void *log_arg;
+} muster_opts;
+
+/* Connect to the store at url (see muster_url_parse), retrying with
+ * exponential backoff and jitter until the connect deadline.  Returns a
+ * handle, or NULL with *err set (err may be NULL). */
+MUSTER_API muster_t *muster_connect(const char *url, int *err);
+/* As muster_connect with explicit options (opts may be NULL). */
+MUSTER_API muster_t *muster_connect_opts(const char *url, const muster_opts *opts, int *err);
+/* Close the connection and free the handle; NULL is a no-op. */
+MUSTER_API void muster_close(muster_t *m);
+
+/* The server's detail for the last failed call on m ("" when none). */
+MUSTER_API const char *muster_last_error(const muster_t *m);
+/* The socket fd, readable when events or replies are waiting (for poll()). */
+MUSTER_API int muster_fd(const muster_t *m);
+/* The server's session id for this connection. */
+MUSTER_API uint64_t muster_session_id(const muster_t *m);
+/* The server's limit on value size, from the hello reply. */
+MUSTER_API uint32_t muster_max_value(const muster_t *m);
+
+/* Free a buffer returned by the library. */
+MUSTER_API void muster_free(void *p);
+/* Free an array of n buffers returned by the library, and the array. */
+MUSTER_API void muster_free_list(void **list, size_t n);
+
+/* --------------------------------------------------------- key-value ops */
+
+/* Set key to the len bytes at value. */
+MUSTER_API int muster_set(muster_t *m, const char *key, const void *value, size_t len, uint32_t timeout_ms);
+/* Get key: with wait != 0 blocks until it exists (server-enforced deadline),
+ * else MUSTER_ENOTFOUND at once.  *value (caller frees with muster_free) is
+ * NUL-terminated beyond *len for convenience. */
+MUSTER_API int muster_get(muster_t *m, const char *key, int wait, uint32_t timeout_ms, void **value, size_t *len);
+/* Add delta to the int64 kept as decimal text at key (absent = 0); *result
+ * (may be NULL) receives the new value. */
+MUSTER_API int muster_add(muster_t *m, const char *key, int64_t delta, int64_t *result, uint32_t timeout_ms);
+/* TCPStore compare_set (see proto); *swapped (may be NULL) says whether it
+ * wrote; *value (may be NULL, caller frees) receives the answer value. */
+MUSTER_API int muster_compare_set(muster_t *m, const char *key, const void *expected, size_t elen,
+                                  const void *desired, size_t dlen, int *swapped, void **value,
+                                  size_t *vlen, uint32_t timeout_ms);
+/* Delete key; *deleted (may be NULL) says whether it existed. */
+MUSTER_API int muster_delete(muster_t *m, const char *key, int *deleted, uint32_t timeout_ms);
+/* *present = 1 when all n keys exist. */
+MUSTER_API int muster_check(muster_t *m, const char *const *keys, size_t n, int *present, uint32_t timeout_ms);
+/* Block until all n keys exist (server-enforced deadline). */
+MUSTER_API int muster_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms);
+/* Number of keys in the namespace. */
+MUSTER_API int muster_num_keys(muster_t *m, uint64_t *count, uint32_t timeout_ms);
+/* Get n keys at once; values[i]/lens[i] filled (free with muster_free_list). */
+MUSTER_API int muster_multi_get(muster_t *m, const char *const *keys, size_t n, int wait, void **values,
+                                size_t *lens, uint32_t timeout_ms);
+/* Set n keys at once, atomically. */
+MUSTER_API int muster_multi_set(muster_t *m, const char *const *keys, const void *const *values,
+                                const size_t *lens, size_t n, uint32_t timeout_ms);
+/* Append to key (created when absent); *length (may be NULL) gets the new size. */
+MUSTER_API int muster_append(muster_t *m, const char *key, const void *value, size_t len, uint64_t *length,
+                             uint32_t timeout_ms);
+/* One page of keys with prefix after `after` (NULL = from the start), at
+ * most limit (0 = server max).  *keys is an array of NUL-terminated strings
+ * (free with muster_free_list(keys, n)); *more says another page exists. */
+MUSTER_API int muster_list(muster_t *m, const char *prefix, const char *after, uint32_t limit, char ***keys,
+                           size_t *n, int *more, uint32_t timeout_ms);
+/* Round trip to the server; *rtt_us (may be NULL) receives the time taken. */
+MUSTER_API int muster_ping(muster_t *m, uint64_t *rtt_us, uint32_t timeout_ms);
+/* Wait at barrier `name` until count arrivals; *round (may be NULL) gets the round. */
+MUSTER_API int muster_barrier(muster_t *m, const char *name, uint32_t count, uint64_t *round, uint32_t timeout_ms);
+
+/* ---------------------------------------------------------------- events */
+
+typedef enum muster_event_kind {
+    MUSTER_EVENT_SET = 1,           /* watch: key set; value present */
+    MUSTER_EVENT_DELETE = 2,        /* watch: key deleted */
+    MUSTER_EVENT_MEMBER_LOST = 3,   /* rendezvous: generation broken */
+    MUSTER_EVENT_NODE_WAITING = 4,  /* rendezvous: a node waits to join */
+    MUSTER_EVENT_SHUTDOWN = 5,      /* server draining */
+} muster_event_kind;
+
+/* A pushed event.  Free with muster_event_free(). */
+typedef struct muster_event {
+    muster_event_kind kind;
+    uint64_t watch_id;     /* watch events */
+    char *key;             /* watch events (NUL-terminated) */
+    void *value;           /* SET events */
+    size_t value_len;
+    uint64_t generation;   /* membership events */
+    char *node_id;         /* membership events */
+    char *reason;          /* shutdown */
+} muster_event;
+
+/* Watch keys with prefix; events arrive through muster_next_event(). */
+MUSTER_API int muster_watch(muster_t *m, const char *prefix, uint64_t *watch_id, uint32_t timeout_ms);
+/* Stop a watch. */
+MUSTER_API int muster_unwatch(muster_t *m, uint64_t watch_id, uint32_t timeout_ms);
+/* Next pushed event, waiting up to timeout_ms (0 = do not wait): returns
+ * MUSTER_OK with *ev set, or MUSTER_ETIMEDOUT when none came. */
+MUSTER_API int muster_next_event(muster_t *m, muster_event **ev, uint32_t timeout_ms);
+/* Free an event; NULL is a no-op. */
+MUSTER_API void muster_event_free(muster_event *ev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

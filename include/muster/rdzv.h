@@ -1,0 +1,72 @@
+/*
+ * libmuster rendezvous: agree with other nodes of a job on a generation,
+ * node ranks and global ranks.  The daemon decides; see proto/muster.proto.
+ *
+ * A node joins with muster_rdzv_join(); the call returns when the round
+ * closes (max_nodes joined, or min_nodes and last_call_ms passed) with an
+ * assignment every member received at the same moment.  Membership lasts
+ * while the handle's connection is open and heartbeats arrive within the
+ * server's heartbeat timeout (muster_rdzv_heartbeat_interval() says how
+ * often to send one).  Heartbeats are the CALLER's job: the library starts
+ * no threads.  Call muster_rdzv_heartbeat() from your loop, and poll
+ * muster_fd() for readability to receive membership events through
+ * muster_next_event() (MUSTER_EVENT_MEMBER_LOST, MUSTER_EVENT_NODE_WAITING).
+ *
+ * One handle holds at most one membership.  Use a separate handle for
+ * key-value traffic that may block, so a long wait does not delay a
+ * heartbeat.
+ */
+#ifndef MUSTER_RDZV_H
+#define MUSTER_RDZV_H
+
+#include <muster/muster.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct muster_member {
+    char node_id[128];
+    uint32_t node_rank;
+    uint32_t rank_start;
+    uint32_t local_world_size;
+} muster_member;
+
+/* What a round decided.  Free with muster_assignment_free(). */
+typedef struct muster_assignment {
+    uint64_t generation;
+    char node_id[128];          /* this node's id */
+    uint32_t node_rank;
+    uint32_t num_nodes;
+    uint32_t rank_start;        /* global rank of this node's local rank 0 */
+    uint32_t local_world_size;
+    uint32_t world_size;
+    size_t n_members;
+    muster_member *members;     /* ordered by node_rank */
+} muster_assignment;
+
+typedef struct muster_rdzv_opts {
+    const char *node_id;        /* NULL/"" = server-chosen */
+    uint32_t local_world_size;  /* >= 1 */
+    uint32_t min_nodes;         /* >= 1 */
+    uint32_t max_nodes;         /* >= min_nodes */
+    uint32_t last_call_ms;      /* wait after min is reached for more nodes */
+} muster_rdzv_opts;
+
+/* Join the job's next round and wait (up to timeout_ms, server-enforced)
+ * for its assignment; *out is caller-owned (muster_assignment_free). */
+MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
+                                uint32_t timeout_ms);
+/* Tell the server this member is alive; MUSTER_ESTALE when its generation broke. */
+MUSTER_API int muster_rdzv_heartbeat(muster_t *m, uint64_t generation, uint32_t timeout_ms);
+/* How often to heartbeat (a third of the server's heartbeat timeout), in ms. */
+MUSTER_API uint32_t muster_rdzv_heartbeat_interval(const muster_t *m);
+/* Leave the job; the generation, if running, breaks for the others. */
+MUSTER_API int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms);
+/* Free an assignment; NULL is a no-op. */
+MUSTER_API void muster_assignment_free(muster_assignment *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
