@@ -18,7 +18,18 @@
  * Deadlines: every call that talks to the server takes timeout_ms; 0 means
  * the handle's default (the URL's ?timeout=, else 30000 ms).  Blocking ops
  * pass the deadline to the server, which enforces it and answers
- * MUSTER_ETIMEDOUT; the connection stays usable afterwards.
+ * MUSTER_ETIMEDOUT; the connection stays usable afterwards.  The client
+ * waits one second longer than timeout_ms so that the server's answer
+ * normally arrives first.
+ *
+ * Broken handles: when the connection is lost (MUSTER_ECONN), the server
+ * sends something unparseable (MUSTER_EPROTO), or the client's own deadline
+ * passes before the server answered (MUSTER_ETIMEDOUT, the reply may still
+ * be in flight so request and reply would no longer line up), the handle
+ * becomes unusable: every later call returns MUSTER_ECONN.  muster_broken()
+ * tells which case a MUSTER_ETIMEDOUT was.  Close the handle and connect
+ * again; the library never reconnects behind the caller's back, because the
+ * server ties watches and rendezvous membership to the connection.
  *
  * Ownership: buffers the library returns (values, key lists) belong to the
  * caller and are freed with muster_free() / muster_free_list().  Input
@@ -73,10 +84,16 @@ MUSTER_API int muster_err_retryable(int err);
 
 /* ------------------------------------------------------------------ URLs */
 
-/* A parsed store URL: tcp://HOST:PORT[/NAMESPACE][?token=T&timeout=MS&name=N]
- * HOST may be a bracketed IPv6 literal.  "env://" reads MASTER_ADDR and
- * MASTER_PORT (namespace from MUSTER_NAMESPACE).  NULL or "" means the
- * MUSTER_URL environment variable, else tcp://127.0.0.1:29600. */
+/* A parsed store URL: tcp://HOST[:PORT][/NAMESPACE][?token=T&timeout=MS&name=N]
+ * HOST may be a bracketed IPv6 literal; PORT defaults to 29600.  "env://"
+ * (optionally with the same query) reads MASTER_ADDR (required; a bare IPv6
+ * literal is fine) and MASTER_PORT (default 29600), and the namespace from
+ * MUSTER_NAMESPACE.  NULL or "" means the MUSTER_URL environment variable,
+ * else tcp://127.0.0.1:29600.  Parsing is strict: unknown or repeated query
+ * parameters, fragments, ports outside 1..65535, a namespace with
+ * characters other than [A-Za-z0-9._-], and fields longer than this struct
+ * holds are errors.  token and name are percent-decoded (%00 refused);
+ * timeout is milliseconds, at least 1. */
 typedef struct muster_url {
     char host[256];
     uint16_t port;
@@ -93,6 +110,15 @@ MUSTER_API int muster_url_parse(const char *text, muster_url *out);
 
 typedef struct muster muster_t;
 
+/* Levels passed to a log callback (lower is more severe). */
+typedef enum muster_log_level {
+    MUSTER_LOG_ERROR = 0,
+    MUSTER_LOG_WARN = 1,
+    MUSTER_LOG_INFO = 2,
+    MUSTER_LOG_DEBUG = 3,
+} muster_log_level;
+
+/* Receives one diagnostic line (no trailing newline), valid during the call. */
 typedef void (*muster_log_fn)(void *arg, int level, const char *msg);
 
 /* Options for muster_connect_opts(); zero-initialise, then set fields. */
@@ -113,9 +139,14 @@ MUSTER_API muster_t *muster_connect_opts(const char *url, const muster_opts *opt
 /* Close the connection and free the handle; NULL is a no-op. */
 MUSTER_API void muster_close(muster_t *m);
 
-/* The server's detail for the last failed call on m ("" when none). */
+/* The detail for the last failed call on m: the server's message, or the
+ * library's own ("" when none).  Valid until the next call on m. */
 MUSTER_API const char *muster_last_error(const muster_t *m);
-/* The socket fd, readable when events or replies are waiting (for poll()). */
+/* 0 while m is usable, else the error that broke it (see "Broken handles"). */
+MUSTER_API int muster_broken(const muster_t *m);
+/* The socket fd, for poll(): readable when the server has sent something.
+ * Events already read during other calls wait in the handle's queue, so
+ * drain muster_next_event(m, &ev, 0) after polling AND after other calls. */
 MUSTER_API int muster_fd(const muster_t *m);
 /* The server's session id for this connection. */
 MUSTER_API uint64_t muster_session_id(const muster_t *m);
@@ -143,7 +174,8 @@ MUSTER_API int muster_add(muster_t *m, const char *key, int64_t delta, int64_t *
 MUSTER_API int muster_compare_set(muster_t *m, const char *key, const void *expected, size_t elen,
                                   const void *desired, size_t dlen, int *swapped, void **value,
                                   size_t *vlen, uint32_t timeout_ms);
-/* Delete key; *deleted (may be NULL) says whether it existed. */
+/* Delete key; *deleted (may be NULL) says whether it existed (an absent key
+ * is MUSTER_OK with *deleted = 0, not an error). */
 MUSTER_API int muster_delete(muster_t *m, const char *key, int *deleted, uint32_t timeout_ms);
 /* *present = 1 when all n keys exist. */
 MUSTER_API int muster_check(muster_t *m, const char *const *keys, size_t n, int *present, uint32_t timeout_ms);
@@ -151,7 +183,10 @@ MUSTER_API int muster_check(muster_t *m, const char *const *keys, size_t n, int 
 MUSTER_API int muster_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms);
 /* Number of keys in the namespace. */
 MUSTER_API int muster_num_keys(muster_t *m, uint64_t *count, uint32_t timeout_ms);
-/* Get n keys at once; values[i]/lens[i] filled (free with muster_free_list). */
+/* Get n keys at once, all or nothing (MUSTER_ENOTFOUND when one is absent
+ * and wait == 0).  values and lens are caller arrays of n entries; each
+ * values[i] (NUL-terminated beyond lens[i]) is caller-owned: free each with
+ * muster_free(), or all with muster_free_list() if values came from malloc. */
 MUSTER_API int muster_multi_get(muster_t *m, const char *const *keys, size_t n, int wait, void **values,
                                 size_t *lens, uint32_t timeout_ms);
 /* Set n keys at once, atomically. */
@@ -201,6 +236,42 @@ MUSTER_API int muster_unwatch(muster_t *m, uint64_t watch_id, uint32_t timeout_m
 MUSTER_API int muster_next_event(muster_t *m, muster_event **ev, uint32_t timeout_ms);
 /* Free an event; NULL is a no-op. */
 MUSTER_API void muster_event_free(muster_event *ev);
+/* Events dropped because the queue was full (65536 unread events): the
+ * oldest go first.  A non-zero count means the caller missed changes. */
+MUSTER_API uint64_t muster_events_dropped(const muster_t *m);
+
+/* -------------------------------------------------------------- pipeline */
+
+/* A batch of independent ops sent back to back and answered together: one
+ * round trip instead of one per op.  Build it, run it once, read each op's
+ * result by the index it was added at, destroy it.  Ops are not atomic as a
+ * group (use muster_multi_set for that); the server applies them in order. */
+typedef struct muster_pipeline muster_pipeline;
+
+/* A new empty batch on m (m must outlive it); NULL with *err on failure. */
+MUSTER_API muster_pipeline *muster_pipeline_create(muster_t *m, int *err);
+/* Free the batch and its results; NULL is a no-op. */
+MUSTER_API void muster_pipeline_destroy(muster_pipeline *p);
+/* Add a set (the value is copied). */
+MUSTER_API int muster_pipeline_set(muster_pipeline *p, const char *key, const void *value, size_t len);
+/* Add a non-blocking get. */
+MUSTER_API int muster_pipeline_get(muster_pipeline *p, const char *key);
+/* Add an add. */
+MUSTER_API int muster_pipeline_add(muster_pipeline *p, const char *key, int64_t delta);
+/* Add a delete. */
+MUSTER_API int muster_pipeline_delete(muster_pipeline *p, const char *key);
+/* Number of ops added so far. */
+MUSTER_API size_t muster_pipeline_count(const muster_pipeline *p);
+/* Send every op and wait for all answers under one deadline.  MUSTER_OK
+ * means every op was answered (each may still have failed: see
+ * muster_pipeline_result); other codes are transport failures. */
+MUSTER_API int muster_pipeline_run(muster_pipeline *p, uint32_t timeout_ms);
+/* The outcome of op i after a run, as a muster_err.  For a get, *value and
+ * *len (may be NULL) borrow the value until destroy; for an add, *number
+ * (may be NULL) gets the new value; for a delete, *number is 1 when the key
+ * existed.  MUSTER_EINVAL before the run or for i out of range. */
+MUSTER_API int muster_pipeline_result(const muster_pipeline *p, size_t i, const void **value, size_t *len,
+                                      int64_t *number);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,739 @@
+/*
+ * `muster run`: a launcher in the manner of torchrun.  It joins the job's
+ * rendezvous (one store handle, heartbeated from this loop), starts
+ * --nproc-per-node workers with the environment of their rank, and watches
+ * three things at once with poll(): the store connection (membership
+ * events), a self-pipe fed by the signal handler (SIGCHLD, SIGINT, SIGTERM)
+ * and, with --prefix-output, the workers' output pipes.
+ *
+ * Restart policy: a failed worker or a lost member (the generation broke)
+ * stops the local workers (SIGTERM, SIGKILL after --grace), re-joins and
+ * starts them again in the next generation, at most --max-restarts times.
+ * Both count as restarts on every node, so all nodes of a job agree on how
+ * many failures they have survived.  A node waiting to join while the world
+ * is below its maximum size re-forms the world too, but a scale-up does not
+ * use up a restart.
+ *
+ * Finishing: when every local worker has exited 0 the node adds itself to
+ * the generation's key muster/run/<generation>/done and leaves only once all
+ * nodes have done so, because a leave breaks the generation and would make a
+ * slower peer restart workers that were about to succeed.
+ */
+#include "run.h"
+
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long the private musterd gets to start listening. */
+#define RUN_SERVER_START_MS 10000
+/* How long killed workers get to be reaped before the launcher gives up on them. */
+#define RUN_KILL_WAIT_MS 10000
+/* Events taken from the handle per wake-up. */
+#define RUN_EVENT_BATCH 1024
+
+/* What one generation of local workers came to. */
+enum run_outcome { RUN_DONE, RUN_FAILED, RUN_LOST, RUN_GROW, RUN_SIGNAL };
+
+/* The parsed command line. */
+struct run_cfg {
+    const char *url;
+    int standalone;
+    uint32_t nnodes[2];        /* min, max */
+    uint32_t nproc;
+    uint32_t max_restarts;
+    const char *node_id;
+    uint32_t rdzv_timeout_ms;
+    uint32_t last_call_ms;
+    uint32_t grace_ms;
+    int prefix;
+    int help;
+    char **argv;               /* PROG ARGS... */
+};
+
+/* Launcher state for one run. */
+struct run_ctx {
+    struct run_cfg cfg;
+    const char *url;
+    char url_buf[64];
+    char node_id[128];
+    muster_url u;
+    struct run_server server;
+    muster_t *m;
+    muster_assignment *a;
+    struct run_workers ws;
+    int restarts;              /* restarts used */
+    int member;                /* holds a membership that needs heartbeats */
+    uint64_t next_hb;          /* monotonic ms of the next heartbeat */
+    uint64_t done_watch;
+    int64_t done_count;
+    int sig;                   /* last SIGINT/SIGTERM received */
+    int sig_count;
+    int lost;                  /* the generation broke or the store went away */
+    int conn_lost;             /* the handle is unusable: reconnect before joining */
+    int grow;                  /* a node waits to join and the world may grow */
+    int server_died;
+};
+
+/* Signal-handler state: a handler can reach nothing else.  While a join
+ * blocks there are no workers to look after, so SIGINT/SIGTERM end the
+ * launcher at once (taking its private musterd along) instead of waiting
+ * for the join to return. */
+static int run_sig_wfd = -1;
+static volatile sig_atomic_t run_joining;
+static volatile sig_atomic_t run_server_pid;
+static char run_server_files[3][96];
+
+/* Milliseconds on the monotonic clock. */
+static uint64_t run_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ------------------------------------------------------------- options */
+
+enum run_optkind { RUN_OPT_FLAG, RUN_OPT_STR, RUN_OPT_UINT, RUN_OPT_SECONDS, RUN_OPT_MS, RUN_OPT_NNODES };
+
+/* One row of the options table. */
+struct run_opt {
+    const char *name;
+    enum run_optkind kind;
+    size_t off;
+    const char *arg;
+    const char *help;
+};
+
+#define RUN_OFF(f) offsetof(struct run_cfg, f)
+
+static const struct run_opt run_opts[] = {
+    {"url", RUN_OPT_STR, RUN_OFF(url), "URL", "store URL (default: muster --url, $MUSTER_URL)"},
+    {"standalone", RUN_OPT_FLAG, RUN_OFF(standalone), NULL, "start a private musterd for a one-node job"},
+    {"nnodes", RUN_OPT_NNODES, RUN_OFF(nnodes), "MIN[:MAX]", "nodes in the job (default 1)"},
+    {"nproc-per-node", RUN_OPT_UINT, RUN_OFF(nproc), "N", "workers on this node (default 1)"},
+    {"max-restarts", RUN_OPT_UINT, RUN_OFF(max_restarts), "K", "re-form at most K times after failures (default 0)"},
+    {"node-id", RUN_OPT_STR, RUN_OFF(node_id), "ID", "this node's id; ranks follow id order (default HOST-PID)"},
+    {"rdzv-timeout", RUN_OPT_SECONDS, RUN_OFF(rdzv_timeout_ms), "S", "wait at most S seconds for a round (default 600)"},
+    {"last-call", RUN_OPT_MS, RUN_OFF(last_call_ms), "MS", "after MIN nodes, wait MS for more (default 1000)"},
+    {"grace", RUN_OPT_SECONDS, RUN_OFF(grace_ms), "S", "SIGTERM to SIGKILL delay when stopping workers (default 5)"},
+    {"prefix-output", RUN_OPT_FLAG, RUN_OFF(prefix), NULL, "prefix worker output lines with [rank]: "},
+    {"help", RUN_OPT_FLAG, RUN_OFF(help), NULL, "show this help"},
+};
+
+#define RUN_NOPTS (sizeof run_opts / sizeof run_opts[0])
+
+/* Print the usage text built from the options table. */
+static void run_usage(FILE *f)
+{
+    fprintf(f, "usage: muster run [OPTIONS] PROG [ARGS...]\n"
+               "Start workers on this node and keep them in a rendezvous world.\n\n");
+    for (size_t i = 0; i < RUN_NOPTS; i++) {
+        char left[48];
+        snprintf(left, sizeof left, "--%s%s%s", run_opts[i].name, run_opts[i].arg ? " " : "",
+                 run_opts[i].arg ? run_opts[i].arg : "");
+        fprintf(f, "  %-26s %s\n", left, run_opts[i].help);
+    }
+}
+
+/* Parse a decimal number no larger than max; returns 0 or -1. */
+static int run_parse_u32(const char *s, uint32_t max, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || *s == '-' || v > max)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* Parse one option value into the configuration; returns 0 or -1. */
+static int run_parse_value(const struct run_opt *o, const char *v, struct run_cfg *cfg)
+{
+    char *field = (char *)cfg + o->off;
+    char *end;
+    double secs;
+    switch (o->kind) {
+    case RUN_OPT_FLAG:
+        *(int *)(void *)field = 1;
+        return 0;
+    case RUN_OPT_STR:
+        *(const char **)(void *)field = v;
+        return 0;
+    case RUN_OPT_UINT:
+        return run_parse_u32(v, 1000000, (uint32_t *)(void *)field);
+    case RUN_OPT_MS:
+        return run_parse_u32(v, 86400000, (uint32_t *)(void *)field);
+    case RUN_OPT_SECONDS:
+        secs = strtod(v, &end);
+        if (end == v || *end || !(secs >= 0 && secs <= 86400.0))
+            return -1;
+        *(uint32_t *)(void *)field = (uint32_t)(secs * 1000.0 + 0.5);
+        return 0;
+    case RUN_OPT_NNODES: {
+        uint32_t *nn = (uint32_t *)(void *)field;
+        char lo[24];
+        const char *colon = strchr(v, ':');
+        size_t ll = colon ? (size_t)(colon - v) : strlen(v);
+        if (ll >= sizeof lo)
+            return -1;
+        memcpy(lo, v, ll);
+        lo[ll] = '\0';
+        if (run_parse_u32(lo, 1000000, &nn[0]) < 0 || run_parse_u32(colon ? colon + 1 : lo, 1000000, &nn[1]) < 0)
+            return -1;
+        return (nn[0] >= 1 && nn[1] >= nn[0]) ? 0 : -1;
+    }
+    }
+    return -1;
+}
+
+/* Find the row for "--name" or "--name=value"; *val gets the inline value or NULL. */
+static const struct run_opt *run_find_opt(const char *arg, const char **val)
+{
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    *val = eq ? eq + 1 : NULL;
+    for (size_t i = 0; i < RUN_NOPTS; i++)
+        if (strlen(run_opts[i].name) == len && strncmp(run_opts[i].name, arg, len) == 0)
+            return &run_opts[i];
+    return NULL;
+}
+
+/* Parse the command line up to PROG; returns 0, or -1 after printing the problem. */
+static int run_parse(int argc, char **argv, struct run_cfg *cfg)
+{
+    int i = 0;
+    while (i < argc && strncmp(argv[i], "--", 2) == 0) {
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        }
+        const char *val;
+        const struct run_opt *o = run_find_opt(argv[i] + 2, &val);
+        if (!o) {
+            fprintf(stderr, RUN_TAG "unknown option %s\n", argv[i]);
+            return -1;
+        }
+        if (o->kind != RUN_OPT_FLAG && !val) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, RUN_TAG "--%s needs a value\n", o->name);
+                return -1;
+            }
+            val = argv[++i];
+        }
+        if ((o->kind == RUN_OPT_FLAG && val) || run_parse_value(o, val, cfg) < 0) {
+            fprintf(stderr, RUN_TAG "bad value for --%s: %s\n", o->name, val ? val : "");
+            return -1;
+        }
+        i++;
+    }
+    cfg->argv = argv + i;
+    if (cfg->help)
+        return 0;
+    if (i >= argc) {
+        fprintf(stderr, RUN_TAG "no program to run\n");
+        return -1;
+    }
+    if (cfg->standalone && cfg->url) {
+        fprintf(stderr, RUN_TAG "--url and --standalone exclude each other\n");
+        return -1;
+    }
+    if (cfg->standalone && cfg->nnodes[1] > 1) {
+        fprintf(stderr, RUN_TAG "--standalone is for a one-node job (--nnodes 1)\n");
+        return -1;
+    }
+    if (cfg->nproc < 1) {
+        fprintf(stderr, RUN_TAG "--nproc-per-node must be at least 1\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- signals */
+
+/* Signal handler: note the signal on the self-pipe, or end a launcher that is only joining. */
+static void run_on_signal(int sig)
+{
+    int saved = errno;
+    if (run_joining && sig != SIGCHLD) {
+        if (run_server_pid > 0)
+            kill((pid_t)run_server_pid, SIGTERM);
+        if (run_server_files[0][0])
+            unlink(run_server_files[0]);
+        if (run_server_files[1][0])
+            unlink(run_server_files[1]);
+        if (run_server_files[2][0])
+            rmdir(run_server_files[2]);
+        _exit(128 + sig);
+    }
+    unsigned char b = (unsigned char)sig;
+    if (write(run_sig_wfd, &b, 1) < 0) {
+        /* A full pipe already holds a wake-up; nothing is lost. */
+    }
+    errno = saved;
+}
+
+/* Route SIGCHLD, SIGINT and SIGTERM to the self-pipe; returns its read end or -1. */
+static int run_signals_init(void)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+        return -1;
+    run_sig_wfd = p[1];
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = run_on_signal;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return p[0];
+}
+
+/* ---------------------------------------------------------- event pump */
+
+/* The int64 held as decimal text in a value (not NUL-terminated); 0 when it is not one. */
+static int64_t run_decimal(const void *value, size_t len)
+{
+    char buf[24];
+    if (!value || len == 0 || len >= sizeof buf)
+        return 0;
+    memcpy(buf, value, len);
+    buf[len] = '\0';
+    return strtoll(buf, NULL, 10);
+}
+
+/* Act on one pushed event. */
+static void run_on_event(struct run_ctx *c, const muster_event *ev)
+{
+    uint64_t gen = c->a ? c->a->generation : 0;
+    switch (ev->kind) {
+    case MUSTER_EVENT_MEMBER_LOST:
+        if (ev->generation == gen && !c->lost) {
+            fprintf(stderr, RUN_TAG "generation %" PRIu64 " broken: node %s lost\n", gen, ev->node_id);
+            c->lost = 1;
+        }
+        break;
+    case MUSTER_EVENT_NODE_WAITING:
+        if (ev->generation == gen && c->a->num_nodes < c->cfg.nnodes[1] && !c->grow) {
+            fprintf(stderr, RUN_TAG "node %s waits to join; re-forming to grow the world\n", ev->node_id);
+            c->grow = 1;
+        }
+        break;
+    case MUSTER_EVENT_SET:
+        if (c->done_watch && ev->watch_id == c->done_watch)
+            c->done_count = run_decimal(ev->value, ev->value_len);
+        break;
+    case MUSTER_EVENT_SHUTDOWN:
+        fprintf(stderr, RUN_TAG "the store is shutting down: %s\n", ev->reason ? ev->reason : "");
+        c->lost = c->conn_lost = 1;
+        break;
+    case MUSTER_EVENT_DELETE:
+        break;
+    }
+}
+
+/* Take every event the handle has queued or can read now. */
+static void run_events(struct run_ctx *c)
+{
+    for (int i = 0; c->m && !c->conn_lost && i < RUN_EVENT_BATCH; i++) {
+        muster_event *ev = NULL;
+        int rc = muster_next_event(c->m, &ev, 0);
+        if (rc == MUSTER_ETIMEDOUT)
+            return;
+        if (rc != MUSTER_OK) {
+            fprintf(stderr, RUN_TAG "store connection lost: %s\n", muster_strerror(rc));
+            c->lost = c->conn_lost = 1;
+            return;
+        }
+        run_on_event(c, ev);
+        muster_event_free(ev);
+    }
+}
+
+/* Note a failed store call: a dead connection must be replaced before the next join. */
+static void run_call_failed(struct run_ctx *c, const char *what, int rc)
+{
+    fprintf(stderr, RUN_TAG "%s: %s\n", what, muster_strerror(rc));
+    if (rc == MUSTER_ECONN || rc == MUSTER_ETIMEDOUT || rc == MUSTER_EPROTO)
+        c->conn_lost = 1;
+    c->lost = 1;
+}
+
+/* Send a heartbeat when one is due. */
+static void run_heartbeat(struct run_ctx *c)
+{
+    if (!c->member || c->conn_lost || run_now_ms() < c->next_hb)
+        return;
+    uint32_t every = muster_rdzv_heartbeat_interval(c->m);
+    int rc = muster_rdzv_heartbeat(c->m, c->a->generation, every);
+    if (rc == MUSTER_ESTALE && !c->lost) {
+        fprintf(stderr, RUN_TAG "generation %" PRIu64 " has ended\n", c->a->generation);
+        c->lost = 1;
+    } else if (rc != MUSTER_OK && rc != MUSTER_ESTALE) {
+        run_call_failed(c, "heartbeat", rc);
+    }
+    c->next_hb = run_now_ms() + every;
+    run_events(c);
+}
+
+/* Handle what the self-pipe carries: children to reap and signals to note. */
+static void run_on_sigpipe(struct run_ctx *c, int rfd)
+{
+    unsigned char b[64];
+    ssize_t k;
+    while ((k = read(rfd, b, sizeof b)) > 0) {
+        for (ssize_t i = 0; i < k; i++) {
+            if (b[i] == SIGCHLD) {
+                run_proc_reap(&c->ws);
+                if (run_standalone_died(&c->server)) {
+                    fprintf(stderr, RUN_TAG "the private musterd exited\n");
+                    c->server_died = c->lost = c->conn_lost = 1;
+                }
+            } else {
+                c->sig = b[i];
+                c->sig_count++;
+            }
+        }
+    }
+}
+
+/* Wait up to timeout_ms for anything to happen and handle it. */
+static void run_pump(struct run_ctx *c, int rfd, int timeout_ms)
+{
+    int n = c->ws.n * 2 + 2;
+    struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
+    if (!pfd)
+        return;
+    pfd[0].fd = rfd;
+    pfd[0].events = POLLIN;
+    pfd[1].fd = (c->m && !c->conn_lost) ? muster_fd(c->m) : -1;
+    pfd[1].events = POLLIN;
+    int nout = run_proc_pollfds(&c->ws, pfd + 2);
+    if (poll(pfd, (nfds_t)(2 + nout), timeout_ms < 0 ? 0 : timeout_ms) > 0) {
+        if (pfd[0].revents)
+            run_on_sigpipe(c, rfd);
+        if (pfd[1].revents)
+            run_events(c);
+        run_proc_output(&c->ws, pfd + 2, nout);
+    }
+    free(pfd);
+}
+
+/* Milliseconds until the next heartbeat is due, capped at cap. */
+static int run_wait_ms(const struct run_ctx *c, uint64_t cap)
+{
+    if (!c->member || c->conn_lost)
+        return (int)cap;
+    uint64_t now = run_now_ms();
+    uint64_t left = c->next_hb > now ? c->next_hb - now : 0;
+    return (int)(left < cap ? left : cap);
+}
+
+/* ---------------------------------------------------------- rendezvous */
+
+/* Connect (again) to the store when there is no usable handle; returns 0 or an exit status. */
+static int run_connect(struct run_ctx *c)
+{
+    if (c->m && !c->conn_lost)
+        return 0;
+    if (c->server_died)
+        return 5;
+    muster_close(c->m);
+    c->conn_lost = 0;
+    muster_opts o = {.connect_timeout_ms = c->cfg.rdzv_timeout_ms, .client_name = "muster run"};
+    int err = 0;
+    c->m = muster_connect_opts(c->url, &o, &err);
+    if (!c->m) {
+        fprintf(stderr, RUN_TAG "cannot connect to %s: %s\n", c->url, muster_strerror(err));
+        return err == MUSTER_ETIMEDOUT || err == MUSTER_ECONN ? 4 : 5;
+    }
+    /* Workers must not inherit the launcher's membership connection. */
+    fcntl(muster_fd(c->m), F_SETFD, FD_CLOEXEC);
+    return 0;
+}
+
+/* Join the next round; returns 0 or an exit status. */
+static int run_join(struct run_ctx *c)
+{
+    int rc = run_connect(c);
+    if (rc)
+        return rc;
+    muster_rdzv_opts o = {
+        .node_id = c->node_id,
+        .local_world_size = c->cfg.nproc,
+        .min_nodes = c->cfg.nnodes[0],
+        .max_nodes = c->cfg.nnodes[1],
+        .last_call_ms = c->cfg.last_call_ms,
+    };
+    muster_assignment_free(c->a);
+    c->a = NULL;
+    run_joining = 1;
+    rc = muster_rdzv_join(c->m, &o, &c->a, c->cfg.rdzv_timeout_ms);
+    run_joining = 0;
+    if (rc != MUSTER_OK) {
+        fprintf(stderr, RUN_TAG "rendezvous failed: %s%s%s\n", muster_strerror(rc),
+                *muster_last_error(c->m) ? ": " : "", muster_last_error(c->m));
+        return rc == MUSTER_ETIMEDOUT ? 3 : rc == MUSTER_ECONN ? 4 : 5;
+    }
+    c->member = 1;
+    c->lost = c->grow = 0;
+    c->next_hb = run_now_ms() + muster_rdzv_heartbeat_interval(c->m);
+    fprintf(stderr, RUN_TAG "generation %" PRIu64 ": node %s is %u of %u, ranks %u-%u of %u\n",
+            c->a->generation, c->a->node_id, c->a->node_rank, c->a->num_nodes, c->a->rank_start,
+            c->a->rank_start + c->a->local_world_size - 1, c->a->world_size);
+    return 0;
+}
+
+/* End this node's membership; a dead handle has already ended it. */
+static void run_leave(struct run_ctx *c)
+{
+    if (!c->member)
+        return;
+    c->member = 0;
+    if (c->conn_lost)
+        return;
+    int rc = muster_rdzv_leave(c->m, 0);
+    if (rc == MUSTER_ECONN || rc == MUSTER_ETIMEDOUT)
+        c->conn_lost = 1;
+}
+
+/* ------------------------------------------------------------- workers */
+
+/* Start this node's workers for the current assignment; returns 0 or -1. */
+static int run_start_workers(struct run_ctx *c)
+{
+    int close_fds[1] = {muster_fd(c->m)};
+    struct run_env env = {
+        .a = c->a,
+        .url = c->url,
+        .master_addr = c->u.host,
+        .master_port = c->u.port,
+        .restart_count = c->restarts,
+        .max_restarts = (int)c->cfg.max_restarts,
+        .close_fds = close_fds,
+        .n_close_fds = 1,
+    };
+    return run_proc_start(&c->ws, (int)c->cfg.nproc, c->cfg.prefix, &env, c->cfg.argv);
+}
+
+/* Watch the workers and the world until something needs a decision. */
+static enum run_outcome run_supervise(struct run_ctx *c, int rfd)
+{
+    for (;;) {
+        run_events(c);
+        if (c->sig)
+            return RUN_SIGNAL;
+        if (c->ws.first_failure)
+            return RUN_FAILED;
+        if (c->lost)
+            return RUN_LOST;
+        if (c->ws.running == 0)
+            return RUN_DONE;
+        if (c->grow)
+            return RUN_GROW;
+        run_heartbeat(c);
+        run_pump(c, rfd, run_wait_ms(c, 1000));
+    }
+}
+
+/* After local success, wait until every node of the generation has finished too. */
+static enum run_outcome run_finish(struct run_ctx *c, int rfd)
+{
+    if (c->a->num_nodes <= 1)
+        return RUN_DONE;
+    char key[64];
+    snprintf(key, sizeof key, "muster/run/%" PRIu64 "/done", c->a->generation);
+    int rc = muster_watch(c->m, key, &c->done_watch, 0);
+    if (rc == MUSTER_OK)
+        rc = muster_add(c->m, key, 1, &c->done_count, 0);
+    if (rc != MUSTER_OK) {
+        run_call_failed(c, "finishing", rc);
+        return RUN_LOST;
+    }
+    enum run_outcome out;
+    for (;;) {
+        run_events(c);
+        if (c->sig) {
+            out = RUN_SIGNAL;
+            break;
+        }
+        if (c->done_count >= (int64_t)c->a->num_nodes) {
+            out = RUN_DONE;
+            break;
+        }
+        if (c->lost) {
+            out = RUN_LOST;
+            break;
+        }
+        run_heartbeat(c);
+        run_pump(c, rfd, run_wait_ms(c, 1000));
+    }
+    if (!c->conn_lost)
+        muster_unwatch(c->m, c->done_watch, 0);
+    c->done_watch = 0;
+    return out;
+}
+
+/* Stop the local workers: sig to their groups, SIGKILL after the grace period or a second signal. */
+static void run_stop(struct run_ctx *c, int rfd, int sig)
+{
+    int sigs_before = c->sig_count;
+    run_proc_signal(&c->ws, sig);
+    uint64_t deadline = run_now_ms() + c->cfg.grace_ms;
+    while (c->ws.running > 0 && c->sig_count == sigs_before) {
+        uint64_t now = run_now_ms();
+        if (now >= deadline)
+            break;
+        run_pump(c, rfd, (int)(deadline - now));
+    }
+    if (c->ws.running == 0)
+        return;
+    fprintf(stderr, RUN_TAG "%d worker(s) still running; sending SIGKILL\n", c->ws.running);
+    run_proc_signal(&c->ws, SIGKILL);
+    deadline = run_now_ms() + RUN_KILL_WAIT_MS;
+    while (c->ws.running > 0 && run_now_ms() < deadline)
+        run_pump(c, rfd, 100);
+}
+
+/* ---------------------------------------------------------------- main */
+
+/* Pick the store URL and parse it; returns 0 or an exit status. */
+static int run_setup_url(struct run_ctx *c, const char *global_url)
+{
+    if (c->cfg.standalone) {
+        if (run_standalone_start(&c->server, RUN_SERVER_START_MS) < 0)
+            return 5;
+        run_server_pid = c->server.pid;
+        snprintf(run_server_files[0], sizeof run_server_files[0], "%s", c->server.port_file);
+        snprintf(run_server_files[1], sizeof run_server_files[1], "%s", c->server.log_file);
+        snprintf(run_server_files[2], sizeof run_server_files[2], "%s", c->server.dir);
+        snprintf(c->url_buf, sizeof c->url_buf, "tcp://127.0.0.1:%u", c->server.port);
+        c->url = c->url_buf;
+    } else {
+        c->url = c->cfg.url ? c->cfg.url : global_url ? global_url : getenv("MUSTER_URL");
+        if (!c->url || !*c->url)
+            c->url = "tcp://127.0.0.1:29600";
+    }
+    if (muster_url_parse(c->url, &c->u) != MUSTER_OK) {
+        fprintf(stderr, RUN_TAG "bad store URL: %s\n", c->url);
+        return 2;
+    }
+    return 0;
+}
+
+/* Decide what a failed, broken or growing generation leads to; returns -1 to go on, else an exit status. */
+static int run_restart(struct run_ctx *c, int rfd, enum run_outcome out)
+{
+    int status = c->ws.first_failure;
+    if (out == RUN_FAILED)
+        fprintf(stderr, RUN_TAG "a worker failed with status %d\n", status);
+    /* Leave first: the other nodes learn of the failure now, not after our grace period. */
+    run_leave(c);
+    run_stop(c, rfd, SIGTERM);
+    run_proc_free(&c->ws);
+    if (c->sig)
+        return 128 + c->sig;
+    if (out != RUN_GROW) {
+        if ((uint32_t)c->restarts >= c->cfg.max_restarts) {
+            fprintf(stderr, RUN_TAG "no restarts left (--max-restarts %u); giving up\n", c->cfg.max_restarts);
+            return status ? status : 1;
+        }
+        c->restarts++;
+        fprintf(stderr, RUN_TAG "restart %d of %u\n", c->restarts, c->cfg.max_restarts);
+    }
+    return -1;
+}
+
+/* Join, run and re-form generations until the job ends; returns the exit status. */
+static int run_loop(struct run_ctx *c, int rfd)
+{
+    for (;;) {
+        int rc = run_join(c);
+        if (rc)
+            return rc;
+        if (run_start_workers(c) < 0)
+            fprintf(stderr, RUN_TAG "no worker could be started\n");
+        enum run_outcome out = run_supervise(c, rfd);
+        if (out == RUN_DONE)
+            out = run_finish(c, rfd);
+        if (out == RUN_DONE) {
+            run_leave(c);
+            run_proc_free(&c->ws);
+            fprintf(stderr, RUN_TAG "all workers finished\n");
+            return 0;
+        }
+        if (out == RUN_SIGNAL) {
+            int sig = c->sig;
+            fprintf(stderr, RUN_TAG "got signal %d; stopping workers\n", sig);
+            run_stop(c, rfd, sig);
+            run_leave(c);
+            int status = c->ws.first_failure;
+            run_proc_free(&c->ws);
+            return status ? status : 128 + sig;
+        }
+        rc = run_restart(c, rfd, out);
+        if (rc >= 0)
+            return rc;
+    }
+}
+
+/* Parse the launcher's command line and run the job; returns the process exit status. */
+int run_main(int argc, char **argv, const char *url)
+{
+    struct run_ctx c;
+    memset(&c, 0, sizeof c);
+    c.cfg.nnodes[0] = c.cfg.nnodes[1] = 1;
+    c.cfg.nproc = 1;
+    c.cfg.rdzv_timeout_ms = 600000;
+    c.cfg.last_call_ms = 1000;
+    c.cfg.grace_ms = 5000;
+    if (run_parse(argc, argv, &c.cfg) < 0) {
+        run_usage(stderr);
+        return 2;
+    }
+    if (c.cfg.help) {
+        run_usage(stdout);
+        return 0;
+    }
+    if (c.cfg.node_id) {
+        snprintf(c.node_id, sizeof c.node_id, "%s", c.cfg.node_id);
+    } else {
+        char host[64] = "node";
+        gethostname(host, sizeof host - 1);
+        snprintf(c.node_id, sizeof c.node_id, "%s-%ld", host, (long)getpid());
+    }
+    int rfd = run_signals_init();
+    if (rfd < 0) {
+        fprintf(stderr, RUN_TAG "cannot create the signal pipe: %s\n", strerror(errno));
+        return 5;
+    }
+    int status = run_setup_url(&c, url);
+    if (status == 0)
+        status = run_loop(&c, rfd);
+    muster_close(c.m);
+    muster_assignment_free(c.a);
+    run_server_pid = 0;
+    run_standalone_stop(&c.server);
+    close(rfd);
+    return status;
+}
+
+/* The `run` row of the verb table: its arguments are the launcher's own command line. */
+int cmd_run(struct cli *c, const struct cli_args *a)
+{
+    return run_main(a->raw_argc, a->raw_argv, c->url);
+}

@@ -1,0 +1,79 @@
+/* Internal interface of the `muster run` launcher: the verb, its worker set and its private store. */
+#ifndef MUSTER_CLI_RUN_H
+#define MUSTER_CLI_RUN_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <muster/rdzv.h>
+
+/* Launcher messages all start with this, on stderr. */
+#define RUN_TAG "muster run: "
+
+/* One local worker process and, with --prefix-output, its two output pipes. */
+struct run_worker {
+    pid_t pid;           /* 0 once reaped (or never started) */
+    int local_rank;
+    int rank;            /* global rank, for the output prefix */
+    int status;          /* exit code in shell convention (128+signal) once reaped */
+    int fd[2];           /* read ends for stdout, stderr; -1 when closed or unused */
+    char *buf[2];        /* partial output line per stream */
+    size_t len[2];
+};
+
+/* The workers of one generation on this node. */
+struct run_workers {
+    struct run_worker *w;
+    int n;
+    int running;         /* started and not yet reaped */
+    int prefix;          /* --prefix-output */
+    int first_failure;   /* shell-convention status of the first worker that failed, 0 if none */
+};
+
+/* What a worker's environment says about its place in the world. */
+struct run_env {
+    const muster_assignment *a;
+    const char *url;           /* MUSTER_URL passed on to workers */
+    const char *master_addr;
+    unsigned master_port;
+    int restart_count;
+    int max_restarts;
+    const int *close_fds;      /* launcher fds the workers must not inherit */
+    int n_close_fds;
+};
+
+/* Start n workers of the assignment running argv; returns 0, or -1 when none could start. */
+int run_proc_start(struct run_workers *ws, int n, int prefix, const struct run_env *env, char *const *argv);
+/* Reap every worker that has exited; returns how many were reaped now. */
+int run_proc_reap(struct run_workers *ws);
+/* Send sig to the process group of every running worker. */
+void run_proc_signal(struct run_workers *ws, int sig);
+/* Add the open output pipes to pfd (room for 2*n entries); returns the count added. */
+int run_proc_pollfds(const struct run_workers *ws, struct pollfd *pfd);
+/* Copy whatever output is ready on the polled pipes, prefixed by rank. */
+void run_proc_output(struct run_workers *ws, const struct pollfd *pfd, int npfd);
+/* Flush remaining output, close the pipes and free the worker set. */
+void run_proc_free(struct run_workers *ws);
+
+/* A private musterd for --standalone. */
+struct run_server {
+    pid_t pid;
+    unsigned port;
+    char dir[64];              /* temporary directory holding the port file and the log */
+    char port_file[96];
+    char log_file[96];
+};
+
+/* Start musterd on 127.0.0.1 port 0 and learn its port; returns 0 or -1 (message printed). */
+int run_standalone_start(struct run_server *s, uint32_t timeout_ms);
+/* Whether the private musterd has exited on its own (reaps it if so). */
+int run_standalone_died(struct run_server *s);
+/* Stop the private musterd and remove its directory; safe to call twice. */
+void run_standalone_stop(struct run_server *s);
+
+/* Parse the launcher's command line and run the job; returns the process exit status. */
+int run_main(int argc, char **argv, const char *url);
+
+#endif

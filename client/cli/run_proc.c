@@ -1,0 +1,320 @@
+/*
+ * Worker processes of `muster run`: start them with the environment of their
+ * rank, reap them, signal their process groups, and copy their output with a
+ * "[rank]: " prefix when asked.
+ *
+ * Each worker runs in a process group of its own, so a stop reaches whatever
+ * the worker started (a shell script's children included), and a terminal's
+ * Ctrl-C reaches the launcher, which decides what the workers get.  Workers
+ * also ask the kernel for SIGKILL when the launcher dies, so a killed
+ * launcher never leaves a half world running.
+ */
+#include "run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A worker output line longer than this is passed on in pieces. */
+#define RUN_LINE_MAX 16384
+/* Bytes read from one pipe per wake-up, so one chatty worker cannot starve the loop. */
+#define RUN_READ_BUDGET 65536
+
+/* Write all of buf to fd, giving up silently when the reader has gone. */
+static void run_proc_write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t k = write(fd, buf, len);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return;
+        buf += k;
+        len -= (size_t)k;
+    }
+}
+
+/* Emit one line of worker output to the launcher's stdout or stderr with the rank prefix. */
+static void run_proc_emit(const struct run_worker *w, int stream, const char *line, size_t len)
+{
+    char head[32];
+    int hl = snprintf(head, sizeof head, "[%d]: ", w->rank);
+    char *out = malloc((size_t)hl + len + 1);
+    if (!out)
+        return;
+    memcpy(out, head, (size_t)hl);
+    memcpy(out + hl, line, len);
+    out[(size_t)hl + len] = '\n';
+    /* One write per line keeps lines of different workers from interleaving. */
+    run_proc_write_all(stream == 0 ? STDOUT_FILENO : STDERR_FILENO, out, (size_t)hl + len + 1);
+    free(out);
+}
+
+/* Emit every complete line held for a stream; with force, the partial tail too. */
+static void run_proc_flush_lines(struct run_worker *w, int s, int force)
+{
+    char *b = w->buf[s];
+    size_t start = 0;
+    for (size_t i = 0; i < w->len[s]; i++) {
+        if (b[i] == '\n') {
+            run_proc_emit(w, s, b + start, i - start);
+            start = i + 1;
+        }
+    }
+    size_t rest = w->len[s] - start;
+    if (rest > 0 && (force || rest == RUN_LINE_MAX)) {
+        run_proc_emit(w, s, b + start, rest);
+        start = w->len[s];
+        rest = 0;
+    }
+    memmove(b, b + start, rest);
+    w->len[s] = rest;
+}
+
+/* Close one output stream of a worker after passing on what it still holds. */
+static void run_proc_close_stream(struct run_worker *w, int s)
+{
+    if (w->fd[s] < 0)
+        return;
+    run_proc_flush_lines(w, s, 1);
+    close(w->fd[s]);
+    w->fd[s] = -1;
+}
+
+/* Read what one pipe has now, within the per-wake-up budget; closes it at end of file. */
+static void run_proc_drain(struct run_worker *w, int s)
+{
+    size_t budget = RUN_READ_BUDGET;
+    while (w->fd[s] >= 0 && budget > 0) {
+        size_t room = RUN_LINE_MAX - w->len[s];
+        ssize_t k = read(w->fd[s], w->buf[s] + w->len[s], room);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (k <= 0) {
+            run_proc_close_stream(w, s);
+            return;
+        }
+        w->len[s] += (size_t)k;
+        budget -= (size_t)k < budget ? (size_t)k : budget;
+        run_proc_flush_lines(w, s, 0);
+    }
+}
+
+/* Put one environment variable formatted from an unsigned number. */
+static void run_proc_setenv_u(const char *name, unsigned long long v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%llu", v);
+    setenv(name, buf, 1);
+}
+
+/* Give the (just forked) worker its place in the world through the environment. */
+static void run_proc_child_env(const struct run_env *env, int local_rank)
+{
+    const muster_assignment *a = env->a;
+    run_proc_setenv_u("RANK", (unsigned long long)a->rank_start + (unsigned)local_rank);
+    run_proc_setenv_u("LOCAL_RANK", (unsigned)local_rank);
+    run_proc_setenv_u("WORLD_SIZE", a->world_size);
+    run_proc_setenv_u("LOCAL_WORLD_SIZE", a->local_world_size);
+    run_proc_setenv_u("GROUP_RANK", a->node_rank);
+    run_proc_setenv_u("NODE_RANK", a->node_rank);
+    run_proc_setenv_u("GROUP_WORLD_SIZE", a->num_nodes);
+    run_proc_setenv_u("MUSTER_GENERATION", a->generation);
+    run_proc_setenv_u("MUSTER_RESTART_COUNT", (unsigned)env->restart_count);
+    run_proc_setenv_u("MUSTER_MAX_RESTARTS", (unsigned)env->max_restarts);
+    setenv("MUSTER_NODE_ID", a->node_id, 1);
+    setenv("MUSTER_URL", env->url, 1);
+    setenv("MASTER_ADDR", env->master_addr, 1);
+    run_proc_setenv_u("MASTER_PORT", env->master_port);
+}
+
+/* In the forked child: detach, wire up output, set the environment and exec; never returns. */
+static void run_proc_child(const struct run_env *env, int local_rank, int out, int err, pid_t parent,
+                           char *const *argv)
+{
+    setpgid(0, 0);
+    /* Die with the launcher; the check closes the race with a launcher that died before prctl. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(126);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    for (int i = 0; i < env->n_close_fds; i++)
+        if (env->close_fds[i] >= 0)
+            close(env->close_fds[i]);
+    if (out >= 0 && dup2(out, STDOUT_FILENO) < 0)
+        _exit(126);
+    if (err >= 0 && dup2(err, STDERR_FILENO) < 0)
+        _exit(126);
+    run_proc_child_env(env, local_rank);
+    execvp(argv[0], argv);
+    dprintf(STDERR_FILENO, RUN_TAG "cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* Open the two output pipes of a worker (read ends non-blocking, all close-on-exec). */
+static int run_proc_pipes(struct run_worker *w, int wr[2])
+{
+    for (int s = 0; s < 2; s++) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return -1;
+        fcntl(p[0], F_SETFL, O_NONBLOCK);
+        w->fd[s] = p[0];
+        wr[s] = p[1];
+        w->buf[s] = malloc(RUN_LINE_MAX);
+        if (!w->buf[s])
+            return -1;
+    }
+    return 0;
+}
+
+/* Fork and exec one worker; returns 0, or -1 when the fork failed. */
+static int run_proc_spawn(struct run_workers *ws, struct run_worker *w, const struct run_env *env,
+                          char *const *argv)
+{
+    int wr[2] = {-1, -1};
+    if (ws->prefix && run_proc_pipes(w, wr) < 0) {
+        fprintf(stderr, RUN_TAG "cannot create output pipes: %s\n", strerror(errno));
+        return -1;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0)
+        run_proc_child(env, w->local_rank, wr[0], wr[1], parent, argv);
+    for (int s = 0; s < 2; s++)
+        if (wr[s] >= 0)
+            close(wr[s]);
+    if (pid < 0) {
+        fprintf(stderr, RUN_TAG "fork: %s\n", strerror(errno));
+        return -1;
+    }
+    /* Also set the group here, so a signal sent right after fork reaches it. */
+    setpgid(pid, pid);
+    w->pid = pid;
+    ws->running++;
+    return 0;
+}
+
+/* Start n workers of the assignment running argv; returns 0, or -1 when none could start. */
+int run_proc_start(struct run_workers *ws, int n, int prefix, const struct run_env *env, char *const *argv)
+{
+    memset(ws, 0, sizeof *ws);
+    ws->w = calloc((size_t)n, sizeof *ws->w);
+    if (!ws->w)
+        return -1;
+    ws->n = n;
+    ws->prefix = prefix;
+    for (int i = 0; i < n; i++) {
+        struct run_worker *w = &ws->w[i];
+        w->local_rank = i;
+        w->rank = (int)env->a->rank_start + i;
+        w->fd[0] = w->fd[1] = -1;
+        if (run_proc_spawn(ws, w, env, argv) < 0) {
+            /* A partial node is no use to the world: report it as a failed worker. */
+            w->status = 127;
+            if (!ws->first_failure)
+                ws->first_failure = 127;
+        }
+    }
+    return ws->running > 0 ? 0 : -1;
+}
+
+/* Convert a wait status into the shell's exit-code convention. */
+static int run_proc_code(int st)
+{
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+        return 128 + WTERMSIG(st);
+    return 1;
+}
+
+/* Reap every worker that has exited; returns how many were reaped now. */
+int run_proc_reap(struct run_workers *ws)
+{
+    int reaped = 0;
+    for (int i = 0; i < ws->n; i++) {
+        struct run_worker *w = &ws->w[i];
+        int st;
+        if (w->pid <= 0 || waitpid(w->pid, &st, WNOHANG) != w->pid)
+            continue;
+        w->pid = 0;
+        w->status = run_proc_code(st);
+        ws->running--;
+        reaped++;
+        if (w->status != 0 && !ws->first_failure)
+            ws->first_failure = w->status;
+    }
+    return reaped;
+}
+
+/* Send sig to the process group of every running worker. */
+void run_proc_signal(struct run_workers *ws, int sig)
+{
+    for (int i = 0; i < ws->n; i++)
+        if (ws->w[i].pid > 0 && killpg(ws->w[i].pid, sig) < 0)
+            kill(ws->w[i].pid, sig);
+}
+
+/* Add the open output pipes to pfd (room for 2*n entries); returns the count added. */
+int run_proc_pollfds(const struct run_workers *ws, struct pollfd *pfd)
+{
+    int k = 0;
+    for (int i = 0; i < ws->n; i++) {
+        for (int s = 0; s < 2; s++) {
+            if (ws->w[i].fd[s] < 0)
+                continue;
+            pfd[k].fd = ws->w[i].fd[s];
+            pfd[k].events = POLLIN;
+            pfd[k].revents = 0;
+            k++;
+        }
+    }
+    return k;
+}
+
+/* Copy whatever output is ready on the polled pipes, prefixed by rank. */
+void run_proc_output(struct run_workers *ws, const struct pollfd *pfd, int npfd)
+{
+    /* pfd lists the open pipes in worker order, as run_proc_pollfds filled it. */
+    int k = 0;
+    for (int i = 0; i < ws->n && k < npfd; i++) {
+        for (int s = 0; s < 2 && k < npfd; s++) {
+            struct run_worker *w = &ws->w[i];
+            if (w->fd[s] < 0 || pfd[k].fd != w->fd[s])
+                continue;
+            if (pfd[k].revents)
+                run_proc_drain(w, s);
+            k++;
+        }
+    }
+}
+
+/* Flush remaining output, close the pipes and free the worker set. */
+void run_proc_free(struct run_workers *ws)
+{
+    if (!ws->w)
+        return;
+    for (int i = 0; i < ws->n; i++) {
+        for (int s = 0; s < 2; s++) {
+            /* The worker is gone, so what is left in the pipe can be read without waiting. */
+            run_proc_drain(&ws->w[i], s);
+            run_proc_close_stream(&ws->w[i], s);
+            free(ws->w[i].buf[s]);
+        }
+    }
+    free(ws->w);
+    memset(ws, 0, sizeof *ws);
+}

@@ -1,0 +1,256 @@
+/*
+ * Connections: create a handle, connect with retries under one deadline,
+ * exchange the hello, and close.  Also the small accessors on a handle.
+ *
+ * Retries use exponential backoff with full jitter (a random sleep between
+ * zero and the current step; the step starts at 50 ms, doubles, and stops
+ * growing at 2 s), so a job's thousand workers started at once against a
+ * daemon that is still coming up do not knock on it in lockstep.  Only
+ * failures that may pass are retried: refused or lost connections, a hello
+ * that times out, a server that is draining or at its connection limit.  A
+ * rejected token or a protocol mismatch fails at once.
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define CONN_BACKOFF_START_MS 50u
+#define CONN_BACKOFF_CAP_MS 2000u
+
+/* Next value of the handle's xorshift generator (jitter only; not crypto). */
+static uint64_t conn_random(muster_t *m)
+{
+    uint64_t x = m->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    m->rng = x;
+    return x;
+}
+
+/* Sleep ms milliseconds, but not past deadline. */
+static void conn_sleep(uint32_t ms, uint64_t deadline)
+{
+    uint64_t wake = deadline_after(ms);
+    if (wake > deadline)
+        wake = deadline;
+    int left;
+    while ((left = deadline_left(wake)) > 0)
+        poll(NULL, 0, left);
+}
+
+/* Close the socket and forget buffered bytes of a failed attempt. */
+static void conn_drop(muster_t *m)
+{
+    if (m->fd >= 0)
+        close(m->fd);
+    m->fd = -1;
+    call_clear(m);
+    event_clear(m);
+}
+
+/* Store what the hello reply says about the server. */
+static int conn_take_reply(muster_t *m, const Muster__HelloReply *r)
+{
+    if (r->protocol_version != MUSTER_PROTOCOL_VERSION)
+        return error_set(m, MUSTER_EPROTO, "server speaks protocol %u, this library %d", r->protocol_version,
+                         MUSTER_PROTOCOL_VERSION);
+    m->session_id = r->session_id;
+    snprintf(m->server_version, sizeof m->server_version, "%s", r->server_version);
+    if (r->limits) {
+        m->limits.max_frame = r->limits->max_frame;
+        m->limits.max_key = r->limits->max_key;
+        m->limits.max_value = r->limits->max_value;
+        m->limits.max_keys_per_request = r->limits->max_keys_per_request;
+        m->limits.default_wait_timeout_ms = r->limits->default_wait_timeout_ms;
+        m->limits.heartbeat_timeout_ms = r->limits->heartbeat_timeout_ms;
+    }
+    return MUSTER_OK;
+}
+
+/* Interpret the server's first frame: a hello reply, or a refusal. */
+static int conn_first_frame(muster_t *m, const Muster__ServerFrame *f)
+{
+    if (f->frame_case == MUSTER__SERVER_FRAME__FRAME_HELLO_REPLY)
+        return conn_take_reply(m, f->hello_reply);
+    if (f->frame_case == MUSTER__SERVER_FRAME__FRAME_ERROR)
+        return error_set(m, error_from_status(f->error->status), "server refused the hello: %s",
+                         f->error->message);
+    if (f->frame_case == MUSTER__SERVER_FRAME__FRAME_RESPONSE && f->response->status != MUSTER__STATUS__OK)
+        return error_set(m, error_from_status(f->response->status), "server refused the hello: %s",
+                         f->response->error_message);
+    return error_set(m, MUSTER_EPROTO, "server answered the hello with frame case %d", (int)f->frame_case);
+}
+
+/* Send the hello and read the reply before deadline. */
+static int conn_hello(muster_t *m, uint64_t deadline)
+{
+    Muster__Hello hello = MUSTER__HELLO__INIT;
+    hello.protocol_version = MUSTER_PROTOCOL_VERSION;
+    hello.namespace_ = m->url.ns;
+    hello.token = m->url.token;
+    hello.client_name = m->client_name;
+    Muster__ClientFrame f = MUSTER__CLIENT_FRAME__INIT;
+    f.frame_case = MUSTER__CLIENT_FRAME__FRAME_HELLO;
+    f.hello = &hello;
+    int rc = call_send_frame(m, &f, deadline);
+    Muster__ServerFrame *reply = NULL;
+    if (rc == MUSTER_OK)
+        rc = call_read_frame(m, deadline, CALL_MAX_HELLO_FRAME, &reply);
+    if (rc == MUSTER_OK) {
+        rc = conn_first_frame(m, reply);
+        muster__server_frame__free_unpacked(reply, NULL);
+    }
+    return rc;
+}
+
+/* One connect + hello attempt before deadline. */
+static int conn_attempt(muster_t *m, uint64_t deadline)
+{
+    char why[256];
+    conn_drop(m);
+    m->broken = 0;
+    m->fd = sock_connect(m->url.host, m->url.port, deadline, why, sizeof why);
+    if (m->fd < 0)
+        return error_set(m, MUSTER_ECONN, "%s", why);
+    int rc = conn_hello(m, deadline);
+    if (rc != MUSTER_OK)
+        conn_drop(m);
+    return rc;
+}
+
+/* Whether a failed attempt is worth repeating before the deadline. */
+static int conn_retryable(int rc)
+{
+    return rc == MUSTER_ECONN || rc == MUSTER_ETIMEDOUT || rc == MUSTER_ESHUTDOWN || rc == MUSTER_ELIMIT;
+}
+
+/* Connect and say hello, retrying with backoff until deadline. */
+static int conn_establish(muster_t *m, uint64_t deadline)
+{
+    uint32_t step = CONN_BACKOFF_START_MS;
+    for (unsigned attempt = 1;; attempt++) {
+        int rc = conn_attempt(m, deadline);
+        if (rc == MUSTER_OK) {
+            log_emit(m, MUSTER_LOG_DEBUG, "connected to %s:%u (session %llu, server %s)", m->url.host,
+                     (unsigned)m->url.port, (unsigned long long)m->session_id, m->server_version);
+            return MUSTER_OK;
+        }
+        if (!conn_retryable(rc) || deadline_left(deadline) == 0) {
+            log_emit(m, MUSTER_LOG_ERROR, "%s", m->last_error);
+            /* Any transport failure that outlasted the deadline reads "cannot connect". */
+            return rc == MUSTER_ETIMEDOUT ? MUSTER_ECONN : rc;
+        }
+        log_emit(m, MUSTER_LOG_INFO, "attempt %u to reach %s port %u: %s; retrying", attempt, m->url.host,
+                 (unsigned)m->url.port, m->last_error);
+        conn_sleep((uint32_t)(conn_random(m) % (step + 1u)), deadline);
+        step = step * 2 > CONN_BACKOFF_CAP_MS ? CONN_BACKOFF_CAP_MS : step * 2;
+    }
+}
+
+/* Fill the handle's settings from the parsed URL and the options. */
+static void conn_configure(muster_t *m, const muster_opts *o)
+{
+    m->default_timeout_ms = o->default_timeout_ms   ? o->default_timeout_ms
+                            : m->url.timeout_ms     ? m->url.timeout_ms
+                                                    : CALL_DEFAULT_TIMEOUT_MS;
+    const char *name = o->client_name ? o->client_name : m->url.name[0] ? m->url.name : "libmuster";
+    snprintf(m->client_name, sizeof m->client_name, "%s", name);
+    m->log_fn = o->log_fn;
+    m->log_arg = o->log_arg;
+    /* Seeded per handle so processes started together still jitter apart. */
+    m->rng = (deadline_now() << 20) ^ ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)m;
+    m->rng |= 1;
+}
+
+/* As muster_connect with explicit options (opts may be NULL). */
+muster_t *muster_connect_opts(const char *url, const muster_opts *opts, int *err)
+{
+    muster_opts none;
+    memset(&none, 0, sizeof none);
+    const muster_opts *o = opts ? opts : &none;
+    int tmp;
+    err = err ? err : &tmp;
+    muster_t *m = calloc(1, sizeof *m);
+    if (!m) {
+        *err = MUSTER_ENOMEM;
+        return NULL;
+    }
+    m->fd = -1;
+    *err = muster_url_parse(url, &m->url);
+    if (*err == MUSTER_OK) {
+        conn_configure(m, o);
+        uint32_t budget = o->connect_timeout_ms ? o->connect_timeout_ms : m->default_timeout_ms;
+        *err = conn_establish(m, deadline_after(budget));
+    }
+    if (*err != MUSTER_OK) {
+        muster_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Connect to the store at url with default options. */
+muster_t *muster_connect(const char *url, int *err)
+{
+    return muster_connect_opts(url, NULL, err);
+}
+
+/* Close the connection and free the handle; NULL is a no-op. */
+void muster_close(muster_t *m)
+{
+    if (!m)
+        return;
+    conn_drop(m);
+    free(m);
+}
+
+/* The detail for the last failed call on m ("" when none). */
+const char *muster_last_error(const muster_t *m)
+{
+    return m ? m->last_error : "";
+}
+
+/* 0 while m is usable, else the error that broke it. */
+int muster_broken(const muster_t *m)
+{
+    return m ? m->broken : MUSTER_EINVAL;
+}
+
+/* The socket fd (-1 for NULL). */
+int muster_fd(const muster_t *m)
+{
+    return m ? m->fd : -1;
+}
+
+/* The server's session id for this connection. */
+uint64_t muster_session_id(const muster_t *m)
+{
+    return m ? m->session_id : 0;
+}
+
+/* The server's limit on value size, from the hello reply. */
+uint32_t muster_max_value(const muster_t *m)
+{
+    return m ? m->limits.max_value : 0;
+}
+
+/* Free a buffer returned by the library. */
+void muster_free(void *p)
+{
+    free(p);
+}
+
+/* Free an array of n buffers returned by the library, and the array. */
+void muster_free_list(void **list, size_t n)
+{
+    if (!list)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(list[i]);
+    free(list);
+}

@@ -1,0 +1,160 @@
+/*
+ * Internals of libmuster shared by its source files (never installed).
+ *
+ * A handle owns one socket, an output buffer of packed frames not yet
+ * written, an input buffer of bytes not yet decoded, a table of responses
+ * that arrived for requests nobody is waiting on yet (pipelining and
+ * out-of-order blocking ops), and a FIFO of pushed events.
+ *
+ * Calling pattern for an op (kv.c, rdzv.c):
+ *     Muster__Request req = MUSTER__REQUEST__INIT;  ...fill the op...
+ *     Muster__Response *resp;
+ *     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+ *     if (rc == MUSTER_OK) { ...read resp->...; call_free(resp); }
+ * call_run assigns the id, sends, waits for that id's response, maps a
+ * non-OK status to its muster_err (keeping the server's message for
+ * muster_last_error) and checks the result case matches the op.
+ */
+#ifndef MUSTER_CLIENT_INTERNAL_H
+#define MUSTER_CLIENT_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <muster/muster.h>
+
+#include "frame.h"
+
+/* Added to a call's timeout for the client-side deadline, so the server's
+ * TIMEOUT reply to a blocking op normally arrives before the client gives up. */
+#define CALL_GRACE_MS 1000u
+/* Per-call default when neither the options nor the URL set one. */
+#define CALL_DEFAULT_TIMEOUT_MS 30000u
+/* Largest server frame accepted after the hello; a reply this large means a
+ * confused peer, not a real answer (values are capped far lower). */
+#define CALL_MAX_FRAME (256u << 20)
+/* Largest frame accepted before the hello reply (which is tiny). */
+#define CALL_MAX_HELLO_FRAME (64u << 10)
+/* Most events queued before the oldest are dropped (see event.c). */
+#define EVENT_QUEUE_MAX 65536u
+
+struct stash_entry;
+struct event_node;
+
+/* Limits announced by the server in its hello reply. */
+struct conn_limits {
+    uint32_t max_frame;
+    uint32_t max_key;
+    uint32_t max_value;
+    uint32_t max_keys_per_request;
+    uint32_t default_wait_timeout_ms;
+    uint32_t heartbeat_timeout_ms;
+};
+
+/* A growable byte buffer; bytes [off, len) are live. */
+struct buf {
+    uint8_t *data;
+    size_t off;
+    size_t len;
+    size_t cap;
+};
+
+struct muster {
+    int fd;
+    int broken;                    /* 0, or the error that made the handle unusable */
+    muster_url url;
+    uint32_t default_timeout_ms;
+    char client_name[128];
+    muster_log_fn log_fn;
+    void *log_arg;
+    uint64_t rng;                  /* backoff jitter state (per handle: no globals) */
+
+    uint64_t next_id;
+    uint64_t session_id;
+    char server_version[64];
+    struct conn_limits limits;
+
+    struct buf out;
+    struct buf in;
+    struct stash_entry *stash;     /* uthash by request id */
+    struct event_node *ev_head;
+    struct event_node *ev_tail;
+    size_t ev_count;
+    uint64_t ev_dropped;
+
+    char last_error[256];
+};
+
+/* ------------------------------------------------------------ deadline.c */
+
+/* Monotonic time in milliseconds. */
+uint64_t deadline_now(void);
+/* Monotonic time in microseconds (round-trip measurements). */
+uint64_t deadline_now_us(void);
+/* The absolute deadline ms milliseconds from now. */
+uint64_t deadline_after(uint64_t ms);
+/* Milliseconds left before deadline d (0 when passed), capped to int range for poll(). */
+int deadline_left(uint64_t d);
+
+/* ---------------------------------------------------------------- sock.c */
+
+/* Resolve host:port and connect to the first address that answers, before
+ * deadline; returns the non-blocking fd, or -1 with the reason in why. */
+int sock_connect(const char *host, uint16_t port, uint64_t deadline, char *why, size_t whylen);
+/* poll() fd for events until deadline; returns revents, 0 on timeout, -1 on error. */
+int sock_wait(int fd, short events, uint64_t deadline);
+
+/* ---------------------------------------------------------------- call.c */
+
+/* The effective timeout for a call: timeout_ms, or the handle default for 0. */
+uint32_t call_timeout(const muster_t *m, uint32_t timeout_ms);
+/* Send req and wait for its response; see the top of this file. */
+int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_t timeout_ms);
+/* Assign req the next id (into *id) and append its frame to the output
+ * buffer; MUSTER_ELIMIT when it exceeds the server's frame limit. */
+int call_queue(muster_t *m, Muster__Request *req, uint64_t *id);
+/* Write the whole output buffer before deadline, reading (and stashing)
+ * whatever the server sends meanwhile so neither side stalls. */
+int call_flush(muster_t *m, uint64_t deadline);
+/* Wait before deadline for the response to id; *resp is caller-owned (call_free). */
+int call_wait(muster_t *m, uint64_t id, uint64_t deadline, Muster__Response **resp);
+/* Map resp's status to a muster_err, recording the server's message; checks
+ * an OK result's case against op. */
+int call_check(muster_t *m, const Muster__Response *resp, Muster__Request__OpCase op);
+/* Drop a stashed response for id, if any (abandoned pipelined requests). */
+void call_forget(muster_t *m, uint64_t id);
+/* Read what the socket has (waiting until deadline for at least one frame
+ * when block != 0) and dispatch complete frames; returns a muster_err. */
+int call_pump(muster_t *m, uint64_t deadline, int block);
+/* Write a ClientFrame (the hello) straight to the socket before deadline. */
+int call_send_frame(muster_t *m, const Muster__ClientFrame *frame, uint64_t deadline);
+/* Read the next ServerFrame before deadline, no dispatch (for the hello reply). */
+int call_read_frame(muster_t *m, uint64_t deadline, size_t cap, Muster__ServerFrame **out);
+/* Free a response returned by call_run / call_wait; NULL is a no-op. */
+void call_free(Muster__Response *resp);
+/* Free the handle's buffers and stashed responses. */
+void call_clear(muster_t *m);
+
+/* --------------------------------------------------------------- event.c */
+
+/* Queue a pushed event (takes ownership of ev). */
+void event_push(muster_t *m, Muster__Event *ev);
+/* Free every queued event. */
+void event_clear(muster_t *m);
+
+/* --------------------------------------------------------------- error.c */
+
+/* Record a failure on m (message for muster_last_error) and return code. */
+int error_set(muster_t *m, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Mark m unusable with code (and a message); returns code. */
+int error_break(muster_t *m, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Map a wire status to a muster_err (unknown statuses become MUSTER_EPROTO). */
+int error_from_status(int status);
+
+/* ----------------------------------------------------------------- log.c */
+
+/* Send a formatted diagnostic to the handle's log callback, if any. */
+void log_emit(const muster_t *m, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,384 @@
+/*
+ * Key-value ops of the public API: each builds one Request, runs it through
+ * call_run, and copies the answer into caller-owned memory.  Blocking ops
+ * (get with wait, wait, multi_get with wait, barrier) always send an
+ * explicit timeout, so the server's default never applies behind the
+ * caller's back.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Copy len bytes into a new NUL-terminated buffer (NULL on allocation failure). */
+static void *kv_dup(const void *p, size_t len)
+{
+    char *d = malloc(len + 1);
+    if (d) {
+        if (len)
+            memcpy(d, p, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+/* A binary field borrowing len bytes at p. */
+static ProtobufCBinaryData kv_bytes(const void *p, size_t len)
+{
+    ProtobufCBinaryData b = {len, (uint8_t *)(uintptr_t)p};
+    return b;
+}
+
+/* Whether a key list of n entries is usable (non-empty, no NULL keys). */
+static int kv_keys_ok(const char *const *keys, size_t n)
+{
+    if (!keys || n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!keys[i])
+            return 0;
+    return 1;
+}
+
+/* Set key to the len bytes at value. */
+int muster_set(muster_t *m, const char *key, const void *value, size_t len, uint32_t timeout_ms)
+{
+    if (!m || !key || (!value && len))
+        return MUSTER_EINVAL;
+    Muster__SetReq op = MUSTER__SET_REQ__INIT;
+    op.key = (char *)key;
+    op.value = kv_bytes(value, len);
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_SET;
+    req.set = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    call_free(resp);
+    return rc;
+}
+
+/* Get key, waiting for it when wait != 0. */
+int muster_get(muster_t *m, const char *key, int wait, uint32_t timeout_ms, void **value, size_t *len)
+{
+    if (!m || !key || !value)
+        return MUSTER_EINVAL;
+    uint32_t t = call_timeout(m, timeout_ms);
+    Muster__GetReq op = MUSTER__GET_REQ__INIT;
+    op.key = (char *)key;
+    op.wait = wait != 0;
+    op.timeout_ms = wait ? t : 0;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_GET;
+    req.get = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, t);
+    if (rc == MUSTER_OK) {
+        *value = kv_dup(resp->get->value.data, resp->get->value.len);
+        if (len)
+            *len = resp->get->value.len;
+        if (!*value)
+            rc = error_set(m, MUSTER_ENOMEM, "out of memory copying a value");
+    }
+    call_free(resp);
+    return rc;
+}
+
+/* Add delta to the integer at key; *result (may be NULL) gets the new value. */
+int muster_add(muster_t *m, const char *key, int64_t delta, int64_t *result, uint32_t timeout_ms)
+{
+    if (!m || !key)
+        return MUSTER_EINVAL;
+    Muster__AddReq op = MUSTER__ADD_REQ__INIT;
+    op.key = (char *)key;
+    op.delta = delta;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_ADD;
+    req.add = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    if (rc == MUSTER_OK && result)
+        *result = resp->add->value;
+    call_free(resp);
+    return rc;
+}
+
+/* TCPStore compare_set; *swapped and *value (both may be NULL) report the outcome. */
+int muster_compare_set(muster_t *m, const char *key, const void *expected, size_t elen, const void *desired,
+                       size_t dlen, int *swapped, void **value, size_t *vlen, uint32_t timeout_ms)
+{
+    if (!m || !key || (!expected && elen) || (!desired && dlen))
+        return MUSTER_EINVAL;
+    Muster__CompareSetReq op = MUSTER__COMPARE_SET_REQ__INIT;
+    op.key = (char *)key;
+    op.expected = kv_bytes(expected, elen);
+    op.desired = kv_bytes(desired, dlen);
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_COMPARE_SET;
+    req.compare_set = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    if (rc == MUSTER_OK) {
+        if (swapped)
+            *swapped = resp->compare_set->swapped;
+        if (vlen)
+            *vlen = resp->compare_set->value.len;
+        if (value) {
+            *value = kv_dup(resp->compare_set->value.data, resp->compare_set->value.len);
+            if (!*value)
+                rc = error_set(m, MUSTER_ENOMEM, "out of memory copying a value");
+        }
+    }
+    call_free(resp);
+    return rc;
+}
+
+/* Delete key; *deleted (may be NULL) says whether it existed. */
+int muster_delete(muster_t *m, const char *key, int *deleted, uint32_t timeout_ms)
+{
+    if (!m || !key)
+        return MUSTER_EINVAL;
+    Muster__DeleteReq op = MUSTER__DELETE_REQ__INIT;
+    op.key = (char *)key;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_DELETE;
+    req.delete_ = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    int existed = rc == MUSTER_OK && resp->delete_->deleted;
+    /* The proto allows either answer for an absent key: OK with
+     * deleted = false, or NOT_FOUND.  Both mean "it was not there". */
+    if (rc == MUSTER_ENOTFOUND)
+        rc = MUSTER_OK;
+    if (rc == MUSTER_OK && deleted)
+        *deleted = existed;
+    call_free(resp);
+    return rc;
+}
+
+/* *present = 1 when all n keys exist. */
+int muster_check(muster_t *m, const char *const *keys, size_t n, int *present, uint32_t timeout_ms)
+{
+    if (!m || !kv_keys_ok(keys, n) || !present)
+        return MUSTER_EINVAL;
+    Muster__CheckReq op = MUSTER__CHECK_REQ__INIT;
+    op.n_keys = n;
+    op.keys = (char **)keys;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_CHECK;
+    req.check = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    if (rc == MUSTER_OK)
+        *present = resp->check->all_present;
+    call_free(resp);
+    return rc;
+}
+
+/* Block until all n keys exist (server-enforced deadline). */
+int muster_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms)
+{
+    if (!m || !kv_keys_ok(keys, n))
+        return MUSTER_EINVAL;
+    uint32_t t = call_timeout(m, timeout_ms);
+    Muster__WaitReq op = MUSTER__WAIT_REQ__INIT;
+    op.n_keys = n;
+    op.keys = (char **)keys;
+    op.timeout_ms = t;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_WAIT;
+    req.wait = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, t);
+    call_free(resp);
+    return rc;
+}
+
+/* Number of keys in the namespace. */
+int muster_num_keys(muster_t *m, uint64_t *count, uint32_t timeout_ms)
+{
+    if (!m || !count)
+        return MUSTER_EINVAL;
+    Muster__NumKeysReq op = MUSTER__NUM_KEYS_REQ__INIT;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_NUM_KEYS;
+    req.num_keys = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    if (rc == MUSTER_OK)
+        *count = resp->num_keys->count;
+    call_free(resp);
+    return rc;
+}
+
+/* Copy n binary values into the caller's arrays; MUSTER_ENOMEM leaves none behind. */
+static int kv_copy_values(const ProtobufCBinaryData *src, size_t n, void **values, size_t *lens)
+{
+    for (size_t i = 0; i < n; i++) {
+        values[i] = kv_dup(src[i].data, src[i].len);
+        lens[i] = src[i].len;
+        if (!values[i]) {
+            while (i > 0)
+                free(values[--i]);
+            return MUSTER_ENOMEM;
+        }
+    }
+    return MUSTER_OK;
+}
+
+/* Get n keys at once, all or nothing. */
+int muster_multi_get(muster_t *m, const char *const *keys, size_t n, int wait, void **values, size_t *lens,
+                     uint32_t timeout_ms)
+{
+    if (!m || !kv_keys_ok(keys, n) || !values || !lens)
+        return MUSTER_EINVAL;
+    uint32_t t = call_timeout(m, timeout_ms);
+    Muster__MultiGetReq op = MUSTER__MULTI_GET_REQ__INIT;
+    op.n_keys = n;
+    op.keys = (char **)keys;
+    op.wait = wait != 0;
+    op.timeout_ms = wait ? t : 0;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_MULTI_GET;
+    req.multi_get = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, t);
+    if (rc == MUSTER_OK && resp->multi_get->n_values != n)
+        rc = error_set(m, MUSTER_EPROTO, "multi_get of %zu keys answered with %zu values", n,
+                       resp->multi_get->n_values);
+    if (rc == MUSTER_OK && kv_copy_values(resp->multi_get->values, n, values, lens) != MUSTER_OK)
+        rc = error_set(m, MUSTER_ENOMEM, "out of memory copying values");
+    call_free(resp);
+    return rc;
+}
+
+/* Set n keys at once, atomically. */
+int muster_multi_set(muster_t *m, const char *const *keys, const void *const *values, const size_t *lens,
+                     size_t n, uint32_t timeout_ms)
+{
+    if (!m || !kv_keys_ok(keys, n) || !values || !lens)
+        return MUSTER_EINVAL;
+    ProtobufCBinaryData *vals = calloc(n, sizeof *vals);
+    if (!vals)
+        return MUSTER_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        vals[i] = kv_bytes(values[i], lens[i]);
+    Muster__MultiSetReq op = MUSTER__MULTI_SET_REQ__INIT;
+    op.n_keys = n;
+    op.keys = (char **)keys;
+    op.n_values = n;
+    op.values = vals;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_MULTI_SET;
+    req.multi_set = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    call_free(resp);
+    free(vals);
+    return rc;
+}
+
+/* Append to key (created when absent); *length (may be NULL) gets the new size. */
+int muster_append(muster_t *m, const char *key, const void *value, size_t len, uint64_t *length,
+                  uint32_t timeout_ms)
+{
+    if (!m || !key || (!value && len))
+        return MUSTER_EINVAL;
+    Muster__AppendReq op = MUSTER__APPEND_REQ__INIT;
+    op.key = (char *)key;
+    op.value = kv_bytes(value, len);
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_APPEND;
+    req.append = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    if (rc == MUSTER_OK && length)
+        *length = resp->append->length;
+    call_free(resp);
+    return rc;
+}
+
+/* Copy a list page's keys into a caller-owned array of strings. */
+static int kv_copy_keys(const Muster__ListRes *res, char ***keys, size_t *n)
+{
+    char **out = calloc(res->n_keys ? res->n_keys : 1, sizeof *out);
+    if (!out)
+        return MUSTER_ENOMEM;
+    for (size_t i = 0; i < res->n_keys; i++) {
+        out[i] = kv_dup(res->keys[i], strlen(res->keys[i]));
+        if (!out[i]) {
+            muster_free_list((void **)out, i);
+            return MUSTER_ENOMEM;
+        }
+    }
+    *keys = out;
+    *n = res->n_keys;
+    return MUSTER_OK;
+}
+
+/* One page of keys with prefix after `after`. */
+int muster_list(muster_t *m, const char *prefix, const char *after, uint32_t limit, char ***keys, size_t *n,
+                int *more, uint32_t timeout_ms)
+{
+    if (!m || !keys || !n)
+        return MUSTER_EINVAL;
+    Muster__ListReq op = MUSTER__LIST_REQ__INIT;
+    op.prefix = (char *)(prefix ? prefix : "");
+    op.after = (char *)(after ? after : "");
+    op.limit = limit;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_LIST;
+    req.list = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    if (rc == MUSTER_OK && kv_copy_keys(resp->list, keys, n) != MUSTER_OK)
+        rc = error_set(m, MUSTER_ENOMEM, "out of memory copying keys");
+    if (rc == MUSTER_OK && more)
+        *more = resp->list->more;
+    call_free(resp);
+    return rc;
+}
+
+/* Round trip to the server; *rtt_us (may be NULL) receives the time taken. */
+int muster_ping(muster_t *m, uint64_t *rtt_us, uint32_t timeout_ms)
+{
+    if (!m)
+        return MUSTER_EINVAL;
+    uint64_t start = deadline_now_us();
+    uint8_t stamp[8];
+    memcpy(stamp, &start, sizeof stamp);
+    Muster__PingReq op = MUSTER__PING_REQ__INIT;
+    op.payload = kv_bytes(stamp, sizeof stamp);
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_PING;
+    req.ping = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    if (rc == MUSTER_OK &&
+        (resp->ping->payload.len != sizeof stamp || memcmp(resp->ping->payload.data, stamp, sizeof stamp)))
+        rc = error_set(m, MUSTER_EPROTO, "ping answered with a different payload");
+    if (rc == MUSTER_OK && rtt_us)
+        *rtt_us = deadline_now_us() - start;
+    call_free(resp);
+    return rc;
+}
+
+/* Wait at barrier `name` until count arrivals; *round (may be NULL) gets the round. */
+int muster_barrier(muster_t *m, const char *name, uint32_t count, uint64_t *round, uint32_t timeout_ms)
+{
+    if (!m || !name || count == 0)
+        return MUSTER_EINVAL;
+    uint32_t t = call_timeout(m, timeout_ms);
+    Muster__BarrierReq op = MUSTER__BARRIER_REQ__INIT;
+    op.name = (char *)name;
+    op.count = count;
+    op.timeout_ms = t;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_BARRIER;
+    req.barrier = &op;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, t);
+    if (rc == MUSTER_OK && round)
+        *round = resp->barrier->round;
+    call_free(resp);
+    return rc;
+}
