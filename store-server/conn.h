@@ -1,0 +1,79 @@
+/* Client connections: framing, hello, output with backpressure, parked request ids, replies and events. */
+#ifndef MUSTERD_CONN_H
+#define MUSTERD_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <uthash.h>
+
+#include "frame.h"
+
+struct server;
+struct ns;
+struct bufferevent;
+struct event;
+
+enum conn_state {
+    CONN_HELLO,    /* waiting for Hello: pre-hello limits apply */
+    CONN_OPEN,     /* serving requests */
+    CONN_FLUSHING, /* writing its last frames, then closes */
+    CONN_LINGER,   /* write side shut; discarding input until EOF or a short timer */
+    CONN_DEAD,     /* freed from the next loop turn */
+};
+
+/* A request id parked on this connection (a blocking op); cancel frees its owner silently at close. */
+struct conn_pending {
+    UT_hash_handle hh;
+    uint64_t id;
+    void (*cancel)(void *arg);
+    void *arg;
+};
+
+struct conn {
+    struct server *srv;
+    struct bufferevent *bev;
+    struct ns *ns; /* set by a successful hello */
+    struct conn *prev, *next;
+    struct conn_pending *pending;
+    struct event *timer; /* hello, idle, slow-reader, flush and linger deadlines; also deferred free */
+    enum conn_state state;
+    int admitted;   /* counted in srv->nconns */
+    int paused;     /* reading stopped because output is above --max-output */
+    size_t nwatches;
+    size_t want;    /* bytes the input must hold before the next read callback */
+    uint64_t session_id;
+    uint64_t born_ms, last_rx_ms, paused_ms, state_ms;
+    void *rdzv;     /* rendezvous membership, owned by rdzv.c */
+    char peer[64];
+    char name[64];
+};
+
+/* Take over an accepted socket; refuse it with a LIMIT error frame when over --max-connections. */
+void conn_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen);
+/* Send Response{id, status, msg, result}; result (any *Res message, or NULL) picks the oneof case. */
+void conn_reply(struct conn *c, uint64_t id, int status, const char *msg, const ProtobufCMessage *result);
+/* Send an error Response whose message is formatted. */
+void conn_replyf(struct conn *c, uint64_t id, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Push a server event (no request id). */
+void conn_push_event(struct conn *c, const Muster__Event *ev);
+/* Send ServerFrame{error{status, msg}}, then close once it is flushed. */
+void conn_fail(struct conn *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Stop reading, flush what is queued, then close (used by the drain). */
+void conn_finish(struct conn *c);
+/* Close at once (freed on the next loop turn); parked requests are cancelled without replies. */
+void conn_close(struct conn *c, const char *why);
+/* Park request id with a cancel callback; -1 when the id is already pending or memory ran out. */
+int conn_pending_add(struct conn *c, uint64_t id, void (*cancel)(void *arg), void *arg);
+/* Forget parked request id (a no-op when it is not parked). */
+void conn_pending_remove(struct conn *c, uint64_t id);
+/* Whether request id is parked on c. */
+int conn_pending_has(const struct conn *c, uint64_t id);
+/* Whether frames can still be sent to c. */
+int conn_live(const struct conn *c);
+/* Free every connection at once, without replies (at exit). */
+void conn_free_all(struct server *srv);
+/* Milliseconds on the monotonic clock. */
+uint64_t conn_now_ms(void);
+
+#endif

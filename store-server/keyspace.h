@@ -1,0 +1,60 @@
+/* A namespace's key-value map: binary-safe keys, values owned once, per-namespace limits, change hook. */
+#ifndef MUSTERD_KEYSPACE_H
+#define MUSTERD_KEYSPACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uthash.h>
+
+struct stats;
+
+/* One stored key.  key[] is also NUL-terminated for convenience. */
+struct ks_entry {
+    UT_hash_handle hh;
+    uint8_t *val; /* malloc'd, NULL when vlen == 0 */
+    size_t vlen;
+    size_t klen;
+    char key[];
+};
+
+/* What happened to a key, for the change hook. */
+enum ks_change { KS_SET, KS_DELETE };
+
+/* Called after every write or delete; key is NUL-terminated; e is NULL for KS_DELETE. */
+typedef void (*ks_hook_fn)(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e);
+
+struct keyspace {
+    struct ks_entry *map;
+    size_t count;
+    uint64_t bytes; /* key + value bytes */
+    uint64_t max_keys, max_bytes, max_value;
+    struct stats *stats;
+    ks_hook_fn hook;
+    void *hook_arg;
+};
+
+/* Start an empty keyspace with its limits, counter block and change hook. */
+void ks_init(struct keyspace *ks, uint64_t max_keys, uint64_t max_bytes, uint64_t max_value, struct stats *stats,
+             ks_hook_fn hook, void *hook_arg);
+/* Free every entry. */
+void ks_fini(struct keyspace *ks);
+/* The entry for key, or NULL. */
+const struct ks_entry *ks_get(const struct keyspace *ks, const char *key, size_t klen);
+/* Store val under key.  With take, val (malloc'd) now belongs to the keyspace, even on failure;
+ * else it is copied.  Returns a wire status (OK or LIMIT). */
+int ks_set(struct keyspace *ks, const char *key, size_t klen, uint8_t *val, size_t vlen, int take);
+/* Remove key; 1 when it existed. */
+int ks_delete(struct keyspace *ks, const char *key, size_t klen);
+/* Add delta to the decimal int64 text at key (absent = 0); *out gets the sum.  Wire status. */
+int ks_add(struct keyspace *ks, const char *key, size_t klen, int64_t delta, int64_t *out);
+/* Append bytes to key (created when absent); *len gets the new length.  Wire status. */
+int ks_append(struct keyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen, size_t *len);
+/* TCPStore compare_set; *e gets the entry to answer from (NULL: answer `expected`); *swapped whether it wrote. */
+int ks_compare_set(struct keyspace *ks, const char *key, size_t klen, const uint8_t *exp, size_t elen,
+                   const uint8_t *des, size_t dlen, const struct ks_entry **e, int *swapped);
+/* Number of keys. */
+size_t ks_count(const struct keyspace *ks);
+/* Whether a write of vlen bytes to key (replacing what is there) fits the namespace limits; wire status. */
+int ks_fits(struct keyspace *ks, const char *key, size_t klen, size_t vlen);
+
+#endif

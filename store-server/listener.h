@@ -1,0 +1,22 @@
+/* Listening sockets: one per --listen, with accept-storm and fd-exhaustion handling. */
+#ifndef MUSTERD_LISTENER_H
+#define MUSTERD_LISTENER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct server;
+struct listener;
+
+/* Bind and listen on spec ("HOST:PORT", "[V6]:PORT"); 0, or a sysexits status after logging why. */
+int listener_open(struct server *srv, const char *spec, struct listener **out);
+/* The port actually bound (useful with port 0). */
+uint16_t listener_port(const struct listener *l);
+/* The bound address as text, e.g. "127.0.0.1:29600". */
+const char *listener_name(const struct listener *l);
+/* Stop listening and free; NULL is a no-op. */
+void listener_close(struct listener *l);
+/* Split "HOST:PORT" / "[V6]:PORT" into host and port; 0 on success. */
+int listener_parse(const char *spec, char *host, size_t hostlen, uint16_t *port);
+
+#endif

@@ -1,0 +1,45 @@
+/* Namespaces (jobs): each holds a keyspace, parked waiters, barriers, watches and rendezvous state. */
+#ifndef MUSTERD_NS_H
+#define MUSTERD_NS_H
+
+#include <stddef.h>
+#include <uthash.h>
+
+#include "keyspace.h"
+
+struct server;
+struct waiter;
+struct wkey;
+struct barrier;
+struct watch;
+
+struct ns {
+    UT_hash_handle hh;
+    struct server *srv;
+    struct keyspace ks;
+    struct wkey *wkeys;       /* keys some waiter is missing (waiters.c) */
+    struct waiter *waiters;   /* every parked waiter of this namespace (waiters.c) */
+    struct barrier *barriers; /* by name (barrier.c) */
+    struct watch *watches;    /* (watch.c) */
+    void *rdzv;               /* rendezvous state, owned by rdzv.c */
+    size_t nconns;            /* connections that said hello to this namespace */
+    char name[];
+};
+
+/* The longest namespace name. */
+#define NS_NAME_MAX 255
+
+/* Load the --token and --token-file pairs; 0, or -1 after logging why. */
+int ns_tokens_load(struct server *srv);
+/* Whether token opens namespace name (constant-time compare; open namespaces take any token). */
+int ns_token_ok(struct server *srv, const char *name, const char *token);
+/* The namespace called name, created on first use; NULL with *status LIMIT or INTERNAL. */
+struct ns *ns_get(struct server *srv, const char *name, int *status);
+/* The namespace called name, or NULL. */
+struct ns *ns_find(struct server *srv, const char *name);
+/* Call fn on every namespace. */
+void ns_each(struct server *srv, void (*fn)(struct ns *ns, void *arg), void *arg);
+/* Free every namespace and the token table. */
+void ns_destroy_all(struct server *srv);
+
+#endif

@@ -1,0 +1,212 @@
+/*
+ * THE op table: one row per Request op case with its name, handler, flags
+ * and field checks.  ops_dispatch() runs everything generic from the row
+ * (hello done, pending id, drain, key/value sizes, key counts, non-empty
+ * keys) so handlers contain only their op.  Adding an op is one row.
+ */
+#include "ops.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "barrier.h"
+#include "conn.h"
+#include "kvops.h"
+#include "pbuf.h"
+#include "rdzv.h"
+#include "server.h"
+#include "watch.h"
+
+#define F_KEY(T, f) {OPC_KEY, offsetof(T, f), 0, #f}
+#define F_PREFIX(T, f) {OPC_PREFIX, offsetof(T, f), 0, #f}
+#define F_KEYS(T, f) {OPC_KEYS, offsetof(T, n_##f), offsetof(T, f), #f}
+#define F_VALUE(T, f) {OPC_VALUE, offsetof(T, f), 0, #f}
+#define F_VALUES(T, f) {OPC_VALUES, offsetof(T, n_##f), offsetof(T, f), #f}
+
+#define OP(c) [MUSTER__REQUEST__OP_##c]
+
+static const struct op_row ops_rows[OPS_SLOTS] = {
+    OP(SET) = {"set", kvops_set, OPF_MUTATES, {F_KEY(Muster__SetReq, key), F_VALUE(Muster__SetReq, value)}},
+    OP(GET) = {"get", kvops_get, OPF_MAY_BLOCK, {F_KEY(Muster__GetReq, key)}},
+    OP(ADD) = {"add", kvops_add, OPF_MUTATES, {F_KEY(Muster__AddReq, key)}},
+    OP(COMPARE_SET) = {"compare_set", kvops_compare_set, OPF_MUTATES,
+                       {F_KEY(Muster__CompareSetReq, key), F_VALUE(Muster__CompareSetReq, expected),
+                        F_VALUE(Muster__CompareSetReq, desired)}},
+    OP(DELETE) = {"delete", kvops_delete, OPF_MUTATES, {F_KEY(Muster__DeleteReq, key)}},
+    OP(CHECK) = {"check", kvops_check, 0, {F_KEYS(Muster__CheckReq, keys)}},
+    OP(WAIT) = {"wait", kvops_wait, OPF_MAY_BLOCK, {F_KEYS(Muster__WaitReq, keys)}},
+    OP(NUM_KEYS) = {"num_keys", kvops_num_keys, 0, {{OPC_NONE, 0, 0, NULL}}},
+    OP(MULTI_GET) = {"multi_get", kvops_multi_get, OPF_MAY_BLOCK, {F_KEYS(Muster__MultiGetReq, keys)}},
+    OP(MULTI_SET) = {"multi_set", kvops_multi_set, OPF_MUTATES,
+                     {F_KEYS(Muster__MultiSetReq, keys), F_VALUES(Muster__MultiSetReq, values)}},
+    OP(APPEND) = {"append", kvops_append, OPF_MUTATES,
+                  {F_KEY(Muster__AppendReq, key), F_VALUE(Muster__AppendReq, value)}},
+    OP(LIST) = {"list", kvops_list, 0, {F_PREFIX(Muster__ListReq, prefix), F_PREFIX(Muster__ListReq, after)}},
+    OP(PING) = {"ping", kvops_ping, OPF_BEFORE_HELLO, {F_VALUE(Muster__PingReq, payload)}},
+    OP(BARRIER) = {"barrier", barrier_op, OPF_MAY_BLOCK, {F_KEY(Muster__BarrierReq, name)}},
+    OP(WATCH) = {"watch", watch_op_watch, 0, {F_PREFIX(Muster__WatchReq, prefix)}},
+    OP(UNWATCH) = {"unwatch", watch_op_unwatch, 0, {{OPC_NONE, 0, 0, NULL}}},
+    OP(RDZV_JOIN) = {"rdzv_join", rdzv_op_join, OPF_MUTATES | OPF_MAY_BLOCK,
+                     {F_PREFIX(Muster__RdzvJoinReq, node_id)}},
+    OP(RDZV_LEAVE) = {"rdzv_leave", rdzv_op_leave, OPF_MUTATES, {{OPC_NONE, 0, 0, NULL}}},
+    OP(RDZV_HEARTBEAT) = {"rdzv_heartbeat", rdzv_op_heartbeat, 0, {{OPC_NONE, 0, 0, NULL}}},
+};
+
+_Static_assert(OPS_SLOTS <= STATS_OP_SLOTS, "per-op counters need a slot per op case");
+
+/* The row for a Request op case, or NULL. */
+const struct op_row *ops_row(unsigned op_case)
+{
+    return (op_case < OPS_SLOTS && ops_rows[op_case].fn) ? &ops_rows[op_case] : NULL;
+}
+
+/* The name of an op case, or NULL when the table has no row for it. */
+const char *ops_name(unsigned op_case)
+{
+    const struct op_row *r = ops_row(op_case);
+    return r ? r->name : NULL;
+}
+
+/* Check one string: non-empty unless allowed, within --max-key; a wire status with msg filled. */
+static int ops_check_key(struct conn *c, const char *s, int may_be_empty, const char *what, char *msg, size_t n)
+{
+    size_t len = s ? strlen(s) : 0;
+    if (!len && !may_be_empty) {
+        snprintf(msg, n, "%s is empty", what);
+        stats_inc(&c->srv->stats, STAT_BAD_REQUEST);
+        return MUSTER__STATUS__BAD_REQUEST;
+    }
+    if (len > c->srv->opt.max_key) {
+        snprintf(msg, n, "%s of %zu bytes exceeds limit %llu", what, len, (unsigned long long)c->srv->opt.max_key);
+        stats_inc(&c->srv->stats, STAT_LIMIT_KEY);
+        return MUSTER__STATUS__LIMIT;
+    }
+    return MUSTER__STATUS__OK;
+}
+
+/* Check one value's size; a wire status with msg filled. */
+static int ops_check_value(struct conn *c, const ProtobufCBinaryData *v, const char *what, char *msg, size_t n)
+{
+    if (v->len > c->srv->opt.max_value) {
+        snprintf(msg, n, "%s of %zu bytes exceeds limit %llu", what, v->len, (unsigned long long)c->srv->opt.max_value);
+        stats_inc(&c->srv->stats, STAT_LIMIT_VALUE);
+        return MUSTER__STATUS__LIMIT;
+    }
+    return MUSTER__STATUS__OK;
+}
+
+/* Check a repeated field's count: 1.. (or 0.. for values) up to --max-keys-per-request. */
+static int ops_check_count(struct conn *c, size_t count, int may_be_empty, const char *what, char *msg, size_t n)
+{
+    if (!count && !may_be_empty) {
+        snprintf(msg, n, "no %s given", what);
+        stats_inc(&c->srv->stats, STAT_BAD_REQUEST);
+        return MUSTER__STATUS__BAD_REQUEST;
+    }
+    if (count > c->srv->opt.max_keys_per_request) {
+        snprintf(msg, n, "%zu %s exceed limit %llu", count, what,
+                 (unsigned long long)c->srv->opt.max_keys_per_request);
+        stats_inc(&c->srv->stats, STAT_LIMIT_KEYS_PER_REQUEST);
+        return MUSTER__STATUS__LIMIT;
+    }
+    return MUSTER__STATUS__OK;
+}
+
+/* Run one field check on the op's message m; a wire status with msg filled. */
+static int ops_check_field(struct conn *c, const struct op_field *f, const char *m, char *msg, size_t n)
+{
+    int st = MUSTER__STATUS__OK;
+    switch (f->kind) {
+    case OPC_NONE:
+        break;
+    case OPC_KEY:
+    case OPC_PREFIX:
+        st = ops_check_key(c, *(char *const *)(m + f->off), f->kind == OPC_PREFIX, f->what, msg, n);
+        break;
+    case OPC_KEYS: {
+        size_t count = *(const size_t *)(m + f->off);
+        char *const *keys = *(char **const *)(m + f->off2);
+        st = ops_check_count(c, count, 0, f->what, msg, n);
+        for (size_t i = 0; st == MUSTER__STATUS__OK && i < count; i++)
+            st = ops_check_key(c, keys[i], 0, "key", msg, n);
+        break;
+    }
+    case OPC_VALUE:
+        st = ops_check_value(c, (const ProtobufCBinaryData *)(m + f->off), f->what, msg, n);
+        break;
+    case OPC_VALUES: {
+        size_t count = *(const size_t *)(m + f->off);
+        const ProtobufCBinaryData *vals = *(ProtobufCBinaryData *const *)(m + f->off2);
+        st = ops_check_count(c, count, 1, f->what, msg, n);
+        for (size_t i = 0; st == MUSTER__STATUS__OK && i < count; i++)
+            st = ops_check_value(c, &vals[i], "value", msg, n);
+        break;
+    }
+    }
+    return st;
+}
+
+/* Answer a request whose op this server does not know (or that carries none). */
+static void ops_unknown(struct conn *c, const Muster__Request *req)
+{
+    const ProtobufCMessage *b = &req->base;
+    if (req->op_case == MUSTER__REQUEST__OP__NOT_SET && b->n_unknown_fields == 0) {
+        stats_inc(&c->srv->stats, STAT_BAD_REQUEST);
+        conn_reply(c, req->id, MUSTER__STATUS__BAD_REQUEST, "request carries no op", NULL);
+        return;
+    }
+    unsigned op = req->op_case ? (unsigned)req->op_case : b->unknown_fields[0].tag;
+    stats_inc(&c->srv->stats, STAT_UNKNOWN_OP);
+    conn_replyf(c, req->id, MUSTER__STATUS__UNKNOWN_OP, "unknown op %u", op);
+}
+
+/* Run the row-driven checks that every op shares; a wire status with msg filled. */
+static int ops_check(struct conn *c, const struct op_row *r, const Muster__Request *req, char *msg, size_t n)
+{
+    struct server *srv = c->srv;
+    if (!c->ns && !(r->flags & OPF_BEFORE_HELLO)) {
+        snprintf(msg, n, "hello required before %s", r->name);
+        stats_inc(&srv->stats, STAT_UNAUTHENTICATED);
+        return MUSTER__STATUS__UNAUTHENTICATED;
+    }
+    if (conn_pending_has(c, req->id)) {
+        snprintf(msg, n, "request id %llu is still pending", (unsigned long long)req->id);
+        stats_inc(&srv->stats, STAT_BAD_REQUEST);
+        return MUSTER__STATUS__BAD_REQUEST;
+    }
+    if ((r->flags & OPF_MAY_BLOCK) && srv->draining) {
+        snprintf(msg, n, "server is shutting down");
+        return MUSTER__STATUS__SHUTTING_DOWN;
+    }
+    const ProtobufCMessage *m = pbuf_oneof_get(&req->base, req->op_case);
+    if (!m) {
+        snprintf(msg, n, "%s without its message", r->name);
+        return MUSTER__STATUS__BAD_REQUEST;
+    }
+    for (size_t i = 0; i < OPS_MAX_FIELDS; i++) {
+        int st = ops_check_field(c, &r->fields[i], (const char *)m, msg, n);
+        if (st != MUSTER__STATUS__OK)
+            return st;
+    }
+    return MUSTER__STATUS__OK;
+}
+
+/* Run generic checks and the handler for one request from c. */
+void ops_dispatch(struct conn *c, Muster__Request *req)
+{
+    struct stats *st = &c->srv->stats;
+    stats_inc(st, STAT_REQUESTS);
+    const struct op_row *r = ops_row(req->op_case);
+    if (!r) {
+        ops_unknown(c, req);
+        return;
+    }
+    st->op[req->op_case]++;
+    char msg[512];
+    int s = ops_check(c, r, req, msg, sizeof msg);
+    if (s != MUSTER__STATUS__OK) {
+        conn_reply(c, req->id, s, msg, NULL);
+        return;
+    }
+    r->fn(c, req);
+}

@@ -1,0 +1,61 @@
+/* musterd's configuration: one table of options, parsed from argv and MUSTER_* environment twins. */
+#ifndef MUSTERD_OPTIONS_H
+#define MUSTERD_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* A repeatable option's values. */
+struct strlist {
+    char **v;
+    size_t n;
+};
+
+/* Room for per-row bookkeeping (where each value came from). */
+#define OPTIONS_MAX_ROWS 48
+
+struct options {
+    struct strlist listen;
+    char *port_file;
+    uint64_t max_connections;
+    uint64_t max_frame;
+    uint64_t pre_hello_max_frame;
+    uint64_t max_key;
+    uint64_t max_value;
+    uint64_t max_keys_per_request;
+    uint64_t max_keys_per_ns;
+    uint64_t max_bytes_per_ns;
+    uint64_t max_namespaces;
+    uint64_t max_waiters;
+    uint64_t max_watches;
+    uint64_t max_output;
+    uint64_t slow_timeout;
+    uint64_t hello_timeout;
+    uint64_t idle_timeout;
+    uint64_t wait_timeout;
+    uint64_t max_wait_timeout;
+    uint64_t heartbeat_timeout;
+    uint64_t drain_timeout;
+    uint64_t emfile_retry_ms;
+    int nodelay;
+    struct strlist token;
+    char *token_file;
+    char *log_level;
+    char *log_file;
+    int log_level_num;                      /* parsed log_level */
+    unsigned char source[OPTIONS_MAX_ROWS]; /* enum opt_source per table row */
+};
+
+/* Fill o from defaults, then the environment, then argv (flags win).  Returns
+ * -1 to go on running, or an exit status after printing help, the version,
+ * the configuration or a usage error. */
+int options_parse(struct options *o, int argc, char **argv);
+/* Free what options_parse allocated; safe on a zeroed struct. */
+void options_free(struct options *o);
+/* Print every option with its value and where it came from (tokens masked). */
+void options_print_config(const struct options *o, FILE *fp);
+/* Print usage and the options table. */
+void options_print_help(FILE *fp);
+
+#endif

@@ -1,0 +1,233 @@
+/*
+ * The server context's life: set-up from options, listeners and the port
+ * file, signals through the loop, the drain on SIGTERM/SIGINT, and
+ * tear-down.  Also the small shared helpers for deadlines and the global
+ * parked-request budget.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "barrier.h"
+#include "conn.h"
+#include "listener.h"
+#include "log.h"
+#include "ns.h"
+#include "rdzv.h"
+#include "waiters.h"
+
+static const int server_signums[SERVER_NSIGNALS] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
+
+/* Parse options and set up logging, the loop and tokens; -1 to go on, else an exit status. */
+int server_init(struct server *srv, int argc, char **argv)
+{
+    memset(srv, 0, sizeof *srv);
+    int rc = options_parse(&srv->opt, argc, argv);
+    if (rc >= 0)
+        return rc;
+    if (log_open(srv->opt.log_file, srv->opt.log_level_num) != 0) {
+        fprintf(stderr, "musterd: cannot open log file %s: %s\n", srv->opt.log_file, strerror(errno));
+        return EX_CANTCREAT;
+    }
+    /* A peer that vanished must cost an EPIPE on write, not the process. */
+    signal(SIGPIPE, SIG_IGN);
+    if (!(srv->base = event_base_new())) {
+        log_msg(LOG_ERROR, "cannot create the event loop");
+        return EX_OSERR;
+    }
+    if (ns_tokens_load(srv) != 0)
+        return EX_CONFIG;
+    return -1;
+}
+
+/* Write the port atomically (temp file, then rename) so readers never see half a line; 0 on success. */
+static int server_write_port_file(const char *path, uint16_t port)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *fp = fopen(tmp, "we");
+    if (!fp)
+        return -1;
+    int ok = fprintf(fp, "%u\n", port) > 0;
+    ok = (fclose(fp) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* Signal callback: drain, reopen the log, or dump counters. */
+static void server_signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    struct server *srv = arg;
+    if (sig == SIGHUP) {
+        if (log_reopen() != 0)
+            log_msg(LOG_ERROR, "cannot reopen log file: %s", strerror(errno));
+        log_msg(LOG_INFO, "log reopened");
+    } else if (sig == SIGUSR1) {
+        stats_dump(&srv->stats, "signal");
+    } else if (srv->draining) {
+        log_msg(LOG_WARN, "second %s: exiting without waiting for clients", strsignal((int)sig));
+        event_base_loopbreak(srv->base);
+    } else {
+        server_drain(srv, sig == SIGINT ? "interrupted" : "terminated");
+    }
+}
+
+/* Install the loop's signal events; 0 on success. */
+static int server_signals(struct server *srv)
+{
+    for (int i = 0; i < SERVER_NSIGNALS; i++) {
+        srv->signals[i] = evsignal_new(srv->base, server_signums[i], server_signal_cb, srv);
+        if (!srv->signals[i] || evsignal_add(srv->signals[i], NULL) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Bind every listener, write the port file and install signal handlers; 0 or an exit status. */
+int server_start(struct server *srv)
+{
+    const struct strlist *l = &srv->opt.listen;
+    if (!(srv->listeners = calloc(l->n, sizeof *srv->listeners)))
+        return EX_OSERR;
+    for (size_t i = 0; i < l->n; i++) {
+        int rc = listener_open(srv, l->v[i], &srv->listeners[i]);
+        if (rc)
+            return rc;
+        srv->nlisteners++;
+    }
+    if (server_signals(srv) != 0) {
+        log_msg(LOG_ERROR, "cannot install signal handlers");
+        return EX_OSERR;
+    }
+    const char *pf = srv->opt.port_file;
+    if (pf && *pf && server_write_port_file(pf, listener_port(srv->listeners[0])) != 0) {
+        log_msg(LOG_ERROR, "cannot write port file %s: %s", pf, strerror(errno));
+        return EX_CANTCREAT;
+    }
+    return 0;
+}
+
+/* Run the loop until drained; returns the exit status. */
+int server_run(struct server *srv)
+{
+    if (event_base_dispatch(srv->base) < 0) {
+        log_msg(LOG_ERROR, "event loop failed");
+        return EX_SOFTWARE;
+    }
+    log_msg(LOG_INFO, "exiting");
+    stats_dump(&srv->stats, "exit");
+    return EX_OK;
+}
+
+/* Fail every parked request of one namespace with SHUTTING_DOWN. */
+static void server_drain_ns(struct ns *ns, void *arg)
+{
+    (void)arg;
+    waiters_fail_all(ns, MUSTER__STATUS__SHUTTING_DOWN);
+    barrier_fail_all(ns, MUSTER__STATUS__SHUTTING_DOWN);
+    rdzv_shutdown(ns);
+}
+
+/* The drain deadline: stop waiting for slow clients. */
+static void server_drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    log_msg(LOG_WARN, "drain timeout: closing %zu remaining connections", srv->nconns + srv->nrefusing);
+    event_base_loopbreak(srv->base);
+}
+
+/* Start draining: stop accepting, fail parked requests SHUTTING_DOWN, tell and flush every client. */
+void server_drain(struct server *srv, const char *reason)
+{
+    if (srv->draining)
+        return;
+    srv->draining = 1;
+    log_msg(LOG_INFO, "draining (%s): %zu connections, %zu parked requests", reason, srv->nconns, srv->nwaiters);
+    for (size_t i = 0; i < srv->nlisteners; i++) {
+        listener_close(srv->listeners[i]);
+        srv->listeners[i] = NULL;
+    }
+    srv->nlisteners = 0;
+    ns_each(srv, server_drain_ns, NULL);
+    Muster__ShutdownEvent se = MUSTER__SHUTDOWN_EVENT__INIT;
+    se.reason = (char *)reason;
+    Muster__Event ev = MUSTER__EVENT__INIT;
+    ev.event_case = MUSTER__EVENT__EVENT_SHUTDOWN;
+    ev.shutdown = &se;
+    for (struct conn *c = srv->conns; c; c = c->next) {
+        if (c->ns && conn_live(c))
+            conn_push_event(c, &ev);
+        conn_finish(c);
+    }
+    uint64_t ms = srv->opt.drain_timeout;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    srv->drain_timer = evtimer_new(srv->base, server_drain_timeout_cb, srv);
+    if (srv->drain_timer)
+        evtimer_add(srv->drain_timer, &tv);
+    server_conn_gone(srv);
+}
+
+/* Called when a connection is freed; ends the loop once a drain has no connections left. */
+void server_conn_gone(struct server *srv)
+{
+    if (srv->draining && !srv->conns)
+        event_base_loopbreak(srv->base);
+}
+
+/* Free everything server_init and server_start made (safe after a partial init). */
+void server_fini(struct server *srv)
+{
+    conn_free_all(srv);
+    for (size_t i = 0; i < srv->nlisteners; i++)
+        listener_close(srv->listeners[i]);
+    free(srv->listeners);
+    ns_destroy_all(srv);
+    waiters_fini(srv);
+    for (int i = 0; i < SERVER_NSIGNALS; i++)
+        if (srv->signals[i])
+            event_free(srv->signals[i]);
+    if (srv->drain_timer)
+        event_free(srv->drain_timer);
+    if (srv->base)
+        event_base_free(srv->base);
+    options_free(&srv->opt);
+    log_close();
+}
+
+/* Clamp a request's timeout_ms: 0 = --wait-timeout, above --max-wait-timeout is cut. */
+uint32_t server_timeout(const struct server *srv, uint32_t timeout_ms)
+{
+    if (timeout_ms == 0)
+        return (uint32_t)srv->opt.wait_timeout;
+    return timeout_ms > srv->opt.max_wait_timeout ? (uint32_t)srv->opt.max_wait_timeout : timeout_ms;
+}
+
+/* Reserve one parked-request slot; 0, or LIMIT (counted) when --max-waiters is reached. */
+int server_waiter_take(struct server *srv)
+{
+    if (srv->nwaiters >= srv->opt.max_waiters) {
+        stats_inc(&srv->stats, STAT_LIMIT_WAITERS);
+        return MUSTER__STATUS__LIMIT;
+    }
+    srv->nwaiters++;
+    return MUSTER__STATUS__OK;
+}
+
+/* Release a parked-request slot. */
+void server_waiter_put(struct server *srv)
+{
+    srv->nwaiters--;
+}

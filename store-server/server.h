@@ -1,0 +1,62 @@
+/* The daemon's one context: event loop, options, listeners, namespaces, connections, counters. */
+#ifndef MUSTERD_SERVER_H
+#define MUSTERD_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "options.h"
+#include "stats.h"
+
+struct event_base;
+struct event;
+struct listener;
+struct ns;
+struct conn;
+struct token;
+struct waiter;
+
+#define SERVER_NSIGNALS 4
+
+struct server {
+    struct event_base *base;
+    struct options opt;
+    struct stats stats;
+    struct listener **listeners;
+    size_t nlisteners;
+    struct ns *namespaces; /* by name (ns.c) */
+    struct token *tokens;  /* by namespace name (ns.c) */
+    struct conn *conns;    /* every connection, admitted or being refused */
+    size_t nconns;         /* admitted connections (the --max-connections count) */
+    size_t nrefusing;      /* connections being sent a refusal */
+    size_t nwaiters;       /* parked requests (the --max-waiters count) */
+    size_t nwatches;
+    uint64_t next_session;
+    uint64_t next_watch;
+    struct waiter *wake_queue; /* waiters whose keys all arrived (waiters.c) */
+    struct event *wake_ev;
+    int draining;
+    struct event *signals[SERVER_NSIGNALS];
+    struct event *drain_timer;
+};
+
+/* Parse options and set up logging, the loop and tokens; -1 to go on, else an exit status. */
+int server_init(struct server *srv, int argc, char **argv);
+/* Bind every listener, write the port file and install signal handlers; 0 or an exit status. */
+int server_start(struct server *srv);
+/* Run the loop until drained; returns the exit status. */
+int server_run(struct server *srv);
+/* Start draining: stop accepting, fail parked requests SHUTTING_DOWN, tell and flush every client. */
+void server_drain(struct server *srv, const char *reason);
+/* Called when a connection is freed; ends the loop once a drain has no connections left. */
+void server_conn_gone(struct server *srv);
+/* Free everything server_init and server_start made (safe after a partial init). */
+void server_fini(struct server *srv);
+/* Clamp a request's timeout_ms: 0 = --wait-timeout, above --max-wait-timeout is cut. */
+uint32_t server_timeout(const struct server *srv, uint32_t timeout_ms);
+/* Reserve one parked-request slot; 0, or LIMIT (counted) when --max-waiters is reached. */
+int server_waiter_take(struct server *srv);
+/* Release a parked-request slot. */
+void server_waiter_put(struct server *srv);
+
+#endif

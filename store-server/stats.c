@@ -1,0 +1,62 @@
+/*
+ * Counters: a fixed, named array plus one counter per op.  The SIGUSR1 and
+ * exit dumps write one "stat NAME=VALUE" line per counter between "stats
+ * begin" and "stats end" lines, always, whatever the log level, so a test or
+ * an operator can read them back from the log.
+ */
+#include "stats.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "ops.h"
+
+#define STATS_NAME_ROW(id, name) name,
+static const char *const stats_names[STAT_COUNT] = {STATS_LIST(STATS_NAME_ROW)};
+#undef STATS_NAME_ROW
+
+/* The public name of counter id. */
+const char *stats_name(enum stat_id id)
+{
+    return (unsigned)id < STAT_COUNT ? stats_names[id] : "?";
+}
+
+/* The counter called name, or -1. */
+int stats_find(const char *name)
+{
+    for (int i = 0; i < STAT_COUNT; i++)
+        if (strcmp(stats_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* Call fn for every counter (fixed ones, then "op_<name>" per op) with its value. */
+void stats_each(const struct stats *s, void (*fn)(void *arg, const char *name, uint64_t value), void *arg)
+{
+    for (int i = 0; i < STAT_COUNT; i++)
+        fn(arg, stats_names[i], s->c[i]);
+    for (int i = 0; i < STATS_OP_SLOTS; i++) {
+        const char *op = ops_name(i);
+        if (!op)
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "op_%s", op);
+        fn(arg, name, s->op[i]);
+    }
+}
+
+/* Log one counter line. */
+static void stats_log_one(void *arg, const char *name, uint64_t value)
+{
+    (void)arg;
+    log_msg(LOG_ALWAYS, "stat %s=%llu", name, (unsigned long long)value);
+}
+
+/* Write every counter to the log between "stats begin" and "stats end" lines. */
+void stats_dump(const struct stats *s, const char *why)
+{
+    log_msg(LOG_ALWAYS, "stats begin (%s)", why);
+    stats_each(s, stats_log_one, NULL);
+    log_msg(LOG_ALWAYS, "stats end (%s)", why);
+}

@@ -1,0 +1,91 @@
+/* Named counters of the daemon: a plain array a dump or a metrics endpoint can walk. */
+#ifndef MUSTERD_STATS_H
+#define MUSTERD_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Every fixed counter: enum tail and public name.  limit_* count one trip reason each. */
+#define STATS_LIST(X)                                     \
+    X(CONN_ACCEPTED, "connections_accepted")              \
+    X(CONN_CURRENT, "connections_current")                \
+    X(CONN_CLOSED, "connections_closed")                  \
+    X(ACCEPT_EMFILE, "accept_emfile")                     \
+    X(ACCEPT_ERRORS, "accept_errors")                     \
+    X(HELLO_OK, "hello_ok")                               \
+    X(HELLO_TIMEOUT, "hello_timeout")                     \
+    X(HELLO_BAD, "hello_bad")                             \
+    X(AUTH_FAILED, "auth_failed")                         \
+    X(FRAMES_IN, "frames_in")                             \
+    X(FRAMES_OUT, "frames_out")                           \
+    X(BYTES_IN, "bytes_in")                               \
+    X(BYTES_OUT, "bytes_out")                             \
+    X(BAD_FRAME, "bad_frame")                             \
+    X(REQUESTS, "requests")                               \
+    X(RESPONSES_ERROR, "responses_error")                 \
+    X(UNKNOWN_OP, "unknown_op")                           \
+    X(UNAUTHENTICATED, "unauthenticated")                 \
+    X(BAD_REQUEST, "bad_request")                         \
+    X(LIMIT_CONNECTIONS, "limit_connections")             \
+    X(LIMIT_FRAME, "limit_frame")                         \
+    X(LIMIT_PRE_HELLO_FRAME, "limit_pre_hello_frame")     \
+    X(LIMIT_KEY, "limit_key")                             \
+    X(LIMIT_VALUE, "limit_value")                         \
+    X(LIMIT_KEYS_PER_REQUEST, "limit_keys_per_request")   \
+    X(LIMIT_KEYS_PER_NS, "limit_keys_per_ns")             \
+    X(LIMIT_BYTES_PER_NS, "limit_bytes_per_ns")           \
+    X(LIMIT_WAITERS, "limit_waiters")                     \
+    X(LIMIT_WATCHES, "limit_watches")                     \
+    X(LIMIT_NAMESPACES, "limit_namespaces")               \
+    X(LIMIT_RESPONSE, "limit_response")                   \
+    X(LIMIT_OUTPUT, "limit_output")                       \
+    X(OUTPUT_PAUSED, "output_paused")                     \
+    X(IDLE_CLOSED, "idle_closed")                         \
+    X(WAITS_PARKED, "waits_parked")                       \
+    X(WAITS_WOKEN, "waits_woken")                         \
+    X(WAITS_CANCELED, "waits_canceled")                   \
+    X(TIMEOUTS, "timeouts")                               \
+    X(BARRIER_ROUNDS, "barrier_rounds")                   \
+    X(WATCH_EVENTS, "watch_events")                       \
+    X(EVENTS_PUSHED, "events_pushed")                     \
+    X(NAMESPACES, "namespaces")                           \
+    X(SHUTDOWN_ANSWERED, "shutdown_answered")             \
+    X(RDZV_ROUNDS, "rdzv_rounds")                         \
+    X(RDZV_GENERATIONS, "rdzv_generations")               \
+    X(RDZV_FAILURES, "rdzv_failures")                     \
+    X(RDZV_HEARTBEAT_TIMEOUTS, "rdzv_heartbeat_timeouts")
+
+#define STATS_ENUM_ROW(id, name) STAT_##id,
+enum stat_id { STATS_LIST(STATS_ENUM_ROW) STAT_COUNT };
+#undef STATS_ENUM_ROW
+
+/* Slots for per-op counters, indexed by the Request op case. */
+#define STATS_OP_SLOTS 64
+
+struct stats {
+    uint64_t c[STAT_COUNT];
+    uint64_t op[STATS_OP_SLOTS];
+};
+
+/* Add one to counter id. */
+static inline void stats_inc(struct stats *s, enum stat_id id)
+{
+    s->c[id]++;
+}
+
+/* Add n to counter id. */
+static inline void stats_add(struct stats *s, enum stat_id id, uint64_t n)
+{
+    s->c[id] += n;
+}
+
+/* The public name of counter id. */
+const char *stats_name(enum stat_id id);
+/* The counter called name, or -1. */
+int stats_find(const char *name);
+/* Call fn for every counter (fixed ones, then "op_<name>" per op) with its value. */
+void stats_each(const struct stats *s, void (*fn)(void *arg, const char *name, uint64_t value), void *arg);
+/* Write every counter to the log between "stats begin" and "stats end" lines. */
+void stats_dump(const struct stats *s, const char *why);
+
+#endif

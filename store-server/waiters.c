@@ -1,0 +1,290 @@
+/*
+ * Parked requests waiting for keys.  Each namespace keeps a table of the
+ * keys some waiter is missing; each entry heads a list of links, one per
+ * (waiter, key).  A set of key K looks K up once and walks only K's list:
+ * no scan of unrelated waiters.  A waiter counts its missing keys and
+ * is queued at zero; the wake event completes it after a re-check that no
+ * key it already counted was deleted since (those are parked again).
+ * Deadlines are per-waiter timers.
+ */
+#include "waiters.h"
+
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "log.h"
+#include "muster.pb-c.h"
+#include "ns.h"
+#include "server.h"
+
+/* A key some waiters are missing, heading their links. */
+struct wkey {
+    UT_hash_handle hh;
+    struct wlink *head;
+    size_t klen;
+    char key[];
+};
+
+/* Link key i of w into its namespace list, creating the list head; 0 on success. */
+static int waiters_link(struct waiter *w, size_t i)
+{
+    struct ns *ns = w->ns;
+    struct wkey *wk = NULL;
+    HASH_FIND(hh, ns->wkeys, w->keys[i], w->klens[i], wk);
+    if (!wk) {
+        if (!(wk = calloc(1, sizeof *wk + w->klens[i] + 1)))
+            return -1;
+        memcpy(wk->key, w->keys[i], w->klens[i]);
+        wk->klen = w->klens[i];
+        HASH_ADD_KEYPTR(hh, ns->wkeys, wk->key, wk->klen, wk);
+    }
+    struct wlink *l = &w->links[i];
+    l->wk = wk;
+    l->prev = NULL;
+    l->next = wk->head;
+    if (wk->head)
+        wk->head->prev = l;
+    wk->head = l;
+    w->missing++;
+    return 0;
+}
+
+/* Take one link out of its key's list, dropping the list head when it empties. */
+static void waiters_unlink(struct ns *ns, struct wlink *l)
+{
+    struct wkey *wk = l->wk;
+    if (!wk)
+        return;
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        wk->head = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    l->wk = NULL;
+    l->prev = l->next = NULL;
+    if (!wk->head) {
+        HASH_DEL(ns->wkeys, wk);
+        free(wk);
+    }
+}
+
+/* Take w off the server's wake queue. */
+static void waiters_unqueue(struct waiter *w)
+{
+    struct server *srv = w->ns->srv;
+    if (!w->queued)
+        return;
+    if (w->qprev)
+        w->qprev->qnext = w->qnext;
+    else
+        srv->wake_queue = w->qnext;
+    if (w->qnext)
+        w->qnext->qprev = w->qprev;
+    w->queued = 0;
+    w->qprev = w->qnext = NULL;
+}
+
+/* Unlink w from every list and the server's accounting, and free it. */
+static void waiters_free(struct waiter *w)
+{
+    struct ns *ns = w->ns;
+    waiters_unqueue(w);
+    for (size_t i = 0; i < w->nkeys; i++)
+        waiters_unlink(ns, &w->links[i]);
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        ns->waiters = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    if (w->timer)
+        event_free(w->timer);
+    server_waiter_put(ns->srv);
+    free(w);
+}
+
+/* Call w's done callback with status, then free it. */
+static void waiters_complete(struct waiter *w, int status)
+{
+    for (size_t i = 0; i < w->nkeys; i++)
+        waiters_unlink(w->ns, &w->links[i]);
+    w->done(w, status);
+    waiters_free(w);
+}
+
+/* Park again every key of w that is absent now; the new missing count. */
+static size_t waiters_recheck(struct waiter *w)
+{
+    for (size_t i = 0; i < w->nkeys; i++)
+        if (!w->links[i].wk && !ks_get(&w->ns->ks, w->keys[i], w->klens[i]))
+            waiters_link(w, i);
+    return w->missing;
+}
+
+/* The deadline: complete with TIMEOUT (or OK if the keys all arrived meanwhile). */
+static void waiters_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct waiter *w = arg;
+    struct server *srv = w->ns->srv;
+    if (waiters_recheck(w) == 0) {
+        stats_inc(&srv->stats, STAT_WAITS_WOKEN);
+        waiters_complete(w, MUSTER__STATUS__OK);
+        return;
+    }
+    stats_inc(&srv->stats, STAT_TIMEOUTS);
+    waiters_complete(w, MUSTER__STATUS__TIMEOUT);
+}
+
+/* Allocate a waiter with room for n keys of the given lengths, copying them. */
+static struct waiter *waiters_alloc(const char *const *keys, const size_t *klens, size_t n)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += (klens ? klens[i] : strlen(keys[i])) + 1;
+    size_t head = sizeof(struct waiter) + n * (sizeof(struct wlink) + sizeof(char *) + sizeof(size_t));
+    struct waiter *w = calloc(1, head + bytes);
+    if (!w)
+        return NULL;
+    w->links = (struct wlink *)(w + 1);
+    w->keys = (char **)(w->links + n);
+    w->klens = (size_t *)(w->keys + n);
+    char *p = (char *)(w->klens + n);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = klens ? klens[i] : strlen(keys[i]);
+        memcpy(p, keys[i], len);
+        p[len] = 0;
+        w->keys[i] = p;
+        w->klens[i] = len;
+        w->links[i].w = w;
+        p += len + 1;
+    }
+    w->nkeys = n;
+    return w;
+}
+
+/* Park a waiter for keys with a deadline; see waiters.h. */
+struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
+                            uint32_t timeout_ms, waiter_done_fn done, void *owner, uint64_t id, int kind,
+                            int *status)
+{
+    struct server *srv = ns->srv;
+    if ((*status = server_waiter_take(srv)) != MUSTER__STATUS__OK)
+        return NULL;
+    struct waiter *w = waiters_alloc(keys, klens, n);
+    if (w)
+        w->timer = evtimer_new(srv->base, waiters_timeout_cb, w);
+    if (!w || !w->timer) {
+        free(w);
+        server_waiter_put(srv);
+        *status = MUSTER__STATUS__INTERNAL;
+        return NULL;
+    }
+    w->ns = ns;
+    w->done = done;
+    w->owner = owner;
+    w->id = id;
+    w->kind = kind;
+    w->timeout_ms = timeout_ms;
+    w->next = ns->waiters;
+    if (ns->waiters)
+        ns->waiters->prev = w;
+    ns->waiters = w;
+    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
+    evtimer_add(w->timer, &tv);
+    if (waiters_recheck(w) == 0)
+        event_active(w->timer, EV_TIMEOUT, 0); /* nothing missing: complete on the next turn */
+    stats_inc(&srv->stats, STAT_WAITS_PARKED);
+    return w;
+}
+
+/* Free a waiter without calling done (its owner went away). */
+void waiters_cancel(struct waiter *w)
+{
+    stats_inc(&w->ns->srv->stats, STAT_WAITS_CANCELED);
+    waiters_free(w);
+}
+
+/* The wake event: complete every queued waiter whose keys are all still there. */
+static void waiters_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    while (srv->wake_queue) {
+        struct waiter *w = srv->wake_queue;
+        waiters_unqueue(w);
+        if (waiters_recheck(w) == 0) {
+            stats_inc(&srv->stats, STAT_WAITS_WOKEN);
+            waiters_complete(w, MUSTER__STATUS__OK);
+        }
+    }
+}
+
+/* Queue w for completion from the wake event. */
+static void waiters_enqueue(struct waiter *w)
+{
+    struct server *srv = w->ns->srv;
+    if (w->queued)
+        return;
+    if (!srv->wake_ev && !(srv->wake_ev = event_new(srv->base, -1, 0, waiters_wake_cb, srv))) {
+        log_msg(LOG_ERROR, "cannot create the wake event; waiter completes on its deadline");
+        return;
+    }
+    w->queued = 1;
+    w->qnext = srv->wake_queue;
+    if (w->qnext)
+        w->qnext->qprev = w;
+    srv->wake_queue = w;
+    event_active(srv->wake_ev, EV_TIMEOUT, 0);
+}
+
+/* A key was set: count it off for every waiter missing it, queueing those with nothing left. */
+void waiters_key_set(struct ns *ns, const char *key, size_t klen)
+{
+    struct wkey *wk = NULL;
+    HASH_FIND(hh, ns->wkeys, key, klen, wk);
+    if (!wk)
+        return;
+    HASH_DEL(ns->wkeys, wk);
+    for (struct wlink *l = wk->head, *next; l; l = next) {
+        next = l->next;
+        l->wk = NULL;
+        l->prev = l->next = NULL;
+        if (--l->w->missing == 0)
+            waiters_enqueue(l->w);
+    }
+    free(wk);
+}
+
+/* Free the server's wake event (at exit). */
+void waiters_fini(struct server *srv)
+{
+    if (srv->wake_ev)
+        event_free(srv->wake_ev);
+    srv->wake_ev = NULL;
+}
+
+/* Complete every waiter of ns with status (SHUTTING_DOWN on drain). */
+void waiters_fail_all(struct ns *ns, int status)
+{
+    while (ns->waiters) {
+        struct waiter *w = ns->waiters;
+        /* One whose keys all arrived is answered with them, not failed. */
+        int st = (w->queued && waiters_recheck(w) == 0) ? MUSTER__STATUS__OK : status;
+        if (st == MUSTER__STATUS__SHUTTING_DOWN)
+            stats_inc(&ns->srv->stats, STAT_SHUTDOWN_ANSWERED);
+        waiters_complete(w, st);
+    }
+}
+
+/* Free every waiter of ns without callbacks (at exit). */
+void waiters_ns_destroy(struct ns *ns)
+{
+    while (ns->waiters)
+        waiters_free(ns->waiters);
+}

@@ -1,0 +1,64 @@
+/*
+ * Parked requests waiting for keys to exist.  Front ends (the native
+ * protocol, later others) park with a done callback and an owner pointer;
+ * the waiter completes after the set that supplies its last missing key, on
+ * its deadline, or on shutdown.  Completions after a set run from a wake
+ * event on a later callback of the same loop iteration, so the request that
+ * made the set is answered before the waiters it released.
+ */
+#ifndef MUSTERD_WAITERS_H
+#define MUSTERD_WAITERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ns;
+struct server;
+struct event;
+struct waiter;
+
+/* Called once with OK, TIMEOUT or SHUTTING_DOWN; the waiter is freed when it returns.
+ * It must not cancel w nor change the keyspace. */
+typedef void (*waiter_done_fn)(struct waiter *w, int status);
+
+/* One key of one waiter, linked into the namespace's list for that key while missing. */
+struct wlink {
+    struct waiter *w;
+    struct wkey *wk; /* NULL while the key is not missing */
+    struct wlink *prev, *next;
+};
+
+struct waiter {
+    struct ns *ns;
+    waiter_done_fn done;
+    void *owner;     /* the front end's context (a connection) */
+    uint64_t id;     /* the front end's request id */
+    int kind;        /* the front end's tag for what to answer */
+    uint32_t timeout_ms;
+    size_t nkeys, missing;
+    char **keys;     /* copies, NUL-terminated */
+    size_t *klens;
+    struct wlink *links;
+    struct event *timer;
+    struct waiter *prev, *next;   /* the namespace's waiters */
+    int queued;                   /* on the server's wake queue */
+    struct waiter *qprev, *qnext;
+};
+
+/* Park a waiter for keys (klens NULL: NUL-terminated) with a deadline; NULL with *status LIMIT or
+ * INTERNAL.  At least one key should be missing: the caller answers at once when none is. */
+struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
+                            uint32_t timeout_ms, waiter_done_fn done, void *owner, uint64_t id, int kind,
+                            int *status);
+/* Free a waiter without calling done (its owner went away). */
+void waiters_cancel(struct waiter *w);
+/* A key was set: count it off for every waiter missing it, completing those with nothing left. */
+void waiters_key_set(struct ns *ns, const char *key, size_t klen);
+/* Complete every waiter of ns with status (SHUTTING_DOWN on drain). */
+void waiters_fail_all(struct ns *ns, int status);
+/* Free every waiter of ns without callbacks (at exit). */
+void waiters_ns_destroy(struct ns *ns);
+/* Free the server's wake event (at exit). */
+void waiters_fini(struct server *srv);
+
+#endif
