@@ -322,6 +322,9 @@ static void run_on_event(struct run_ctx *c, const muster_event *ev)
     uint64_t gen = c->a ? c->a->generation : 0;
     switch (ev->kind) {
     case MUSTER_EVENT_MEMBER_LOST:
+        /* Once every node has finished, the others' leaves are the expected end, not a loss. */
+        if (c->done_watch && c->done_count >= (int64_t)c->a->num_nodes)
+            break;
         if (ev->generation == gen && !c->lost) {
             fprintf(stderr, RUN_TAG "generation %" PRIu64 " broken: node %s lost\n", gen, ev->node_id);
             c->lost = 1;
@@ -492,7 +495,7 @@ static int run_join(struct run_ctx *c)
     c->member = 1;
     c->lost = c->grow = 0;
     c->next_hb = run_now_ms() + muster_rdzv_heartbeat_interval(c->m);
-    fprintf(stderr, RUN_TAG "generation %" PRIu64 ": node %s is %u of %u, ranks %u-%u of %u\n",
+    fprintf(stderr, RUN_TAG "generation %" PRIu64 ": node %s (%u of %u nodes), ranks %u-%u of %u\n",
             c->a->generation, c->a->node_id, c->a->node_rank, c->a->num_nodes, c->a->rank_start,
             c->a->rank_start + c->a->local_world_size - 1, c->a->world_size);
     return 0;
@@ -598,7 +601,8 @@ static void run_stop(struct run_ctx *c, int rfd, int sig)
         uint64_t now = run_now_ms();
         if (now >= deadline)
             break;
-        run_pump(c, rfd, (int)(deadline - now));
+        run_heartbeat(c);
+        run_pump(c, rfd, run_wait_ms(c, deadline - now));
     }
     if (c->ws.running == 0)
         return;
@@ -641,8 +645,11 @@ static int run_restart(struct run_ctx *c, int rfd, enum run_outcome out)
     int status = c->ws.first_failure;
     if (out == RUN_FAILED)
         fprintf(stderr, RUN_TAG "a worker failed with status %d\n", status);
-    /* Leave first: the other nodes learn of the failure now, not after our grace period. */
-    run_leave(c);
+    /* On a failure, leave first: the other nodes learn of it now, not after our grace period.
+     * To grow, stay a member (heartbeating) until the re-join: a join from a member breaks its
+     * generation and enters the next round in one step, so the round cannot close without us. */
+    if (out != RUN_GROW)
+        run_leave(c);
     run_stop(c, rfd, SIGTERM);
     run_proc_free(&c->ws);
     if (c->sig)

@@ -44,6 +44,8 @@ struct run_env {
     int n_close_fds;
 };
 
+/* fork() whose child starts with default signal handlers and an empty mask (see run_proc.c). */
+pid_t run_proc_fork(void);
 /* Start n workers of the assignment running argv; returns 0, or -1 when none could start. */
 int run_proc_start(struct run_workers *ws, int n, int prefix, const struct run_env *env, char *const *argv);
 /* Reap every worker that has exited; returns how many were reaped now. */

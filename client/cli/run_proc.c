@@ -137,6 +137,28 @@ static void run_proc_child_env(const struct run_env *env, int local_rank)
     run_proc_setenv_u("MASTER_PORT", env->master_port);
 }
 
+/* Fork with the launcher's signal handlers out of the child's way: returns as fork() does.
+ * Signals are blocked across the fork, and the child resets the handlers before unblocking, so a
+ * signal that reaches a child before its exec takes the default action instead of running the
+ * launcher's handler (which would write into the launcher's self-pipe). */
+pid_t run_proc_fork(void)
+{
+    static const int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGPIPE};
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&block, sigs[i]);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+            signal(sigs[i], SIG_DFL);
+        sigemptyset(&old);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return pid;
+}
+
 /* In the forked child: detach, wire up output, set the environment and exec; never returns. */
 static void run_proc_child(const struct run_env *env, int local_rank, int out, int err, pid_t parent,
                            char *const *argv)
@@ -146,10 +168,6 @@ static void run_proc_child(const struct run_env *env, int local_rank, int out, i
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(126);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
     for (int i = 0; i < env->n_close_fds; i++)
         if (env->close_fds[i] >= 0)
             close(env->close_fds[i]);
@@ -190,7 +208,7 @@ static int run_proc_spawn(struct run_workers *ws, struct run_worker *w, const st
         return -1;
     }
     pid_t parent = getpid();
-    pid_t pid = fork();
+    pid_t pid = run_proc_fork();
     if (pid == 0)
         run_proc_child(env, w->local_rank, wr[0], wr[1], parent, argv);
     for (int s = 0; s < 2; s++)

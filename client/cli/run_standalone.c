@@ -71,10 +71,6 @@ static void run_standalone_child(const char *path, const struct run_server *s, p
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
         _exit(126);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
     int devnull = open("/dev/null", O_RDWR);
     if (devnull >= 0) {
         dup2(devnull, STDIN_FILENO);
@@ -135,7 +131,7 @@ int run_standalone_start(struct run_server *s, uint32_t timeout_ms)
     snprintf(s->log_file, sizeof s->log_file, "%s/musterd.log", s->dir);
     run_standalone_find(path);
     pid_t parent = getpid();
-    s->pid = fork();
+    s->pid = run_proc_fork();
     if (s->pid == 0)
         run_standalone_child(path, s, parent);
     if (s->pid < 0) {

@@ -15,6 +15,21 @@
  * One handle holds at most one membership.  Use a separate handle for
  * key-value traffic that may block, so a long wait does not delay a
  * heartbeat.
+ *
+ * Rounds: the first joiner of a round sets its min_nodes, max_nodes and
+ * last_call_ms; a later joiner with other min/max, or with a node id already
+ * in the round, gets MUSTER_ECONFLICT.  A round never closes while a
+ * generation of the job runs: a node joining then waits, and the members get
+ * MUSTER_EVENT_NODE_WAITING (generation = theirs, node_id = the newcomer).
+ * A join from a member of the running generation ends that generation (the
+ * others get MUSTER_EVENT_MEMBER_LOST naming it) and enters the next round
+ * in the same step, which is how members re-form.  Nodes are ranked in byte
+ * order of node_id.
+ *
+ * Keys: the daemon sets muster/rdzv/generation (the latest generation, in
+ * decimal) when a round closes, and muster/rdzv/<generation>/broken (the
+ * lost node's id) when a generation breaks, so processes that are not
+ * members (workers) can wait for or watch them.
  */
 #ifndef MUSTER_RDZV_H
 #define MUSTER_RDZV_H
@@ -46,22 +61,24 @@ typedef struct muster_assignment {
 } muster_assignment;
 
 typedef struct muster_rdzv_opts {
-    const char *node_id;        /* NULL/"" = server-chosen */
+    const char *node_id;        /* at most 127 bytes; NULL/"" = server-chosen, unique in the round */
     uint32_t local_world_size;  /* >= 1 */
     uint32_t min_nodes;         /* >= 1 */
     uint32_t max_nodes;         /* >= min_nodes */
-    uint32_t last_call_ms;      /* wait after min is reached for more nodes */
+    uint32_t last_call_ms;      /* wait after min is reached for more nodes (0: close at min) */
 } muster_rdzv_opts;
 
 /* Join the job's next round and wait (up to timeout_ms, server-enforced)
  * for its assignment; *out is caller-owned (muster_assignment_free). */
 MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
                                 uint32_t timeout_ms);
-/* Tell the server this member is alive; MUSTER_ESTALE when its generation broke. */
+/* Tell the server this member is alive; MUSTER_ESTALE when its generation broke,
+ * MUSTER_ENOTMEMBER when this handle never joined (or left). */
 MUSTER_API int muster_rdzv_heartbeat(muster_t *m, uint64_t generation, uint32_t timeout_ms);
 /* How often to heartbeat (a third of the server's heartbeat timeout), in ms. */
 MUSTER_API uint32_t muster_rdzv_heartbeat_interval(const muster_t *m);
-/* Leave the job; the generation, if running, breaks for the others. */
+/* Leave the job; the generation, if running, breaks for the others.
+ * MUSTER_ENOTMEMBER when this handle never joined. */
 MUSTER_API int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms);
 /* Free an assignment; NULL is a no-op. */
 MUSTER_API void muster_assignment_free(muster_assignment *a);

@@ -1,0 +1,138 @@
+/* libmuster rendezvous calls: join (blocking, server-enforced deadline), heartbeat, leave. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <muster/rdzv.h>
+
+#include "internal.h"
+
+/* Heartbeat timeout assumed when the server did not announce one (musterd's default). */
+#define RDZV_DEFAULT_HEARTBEAT_MS 10000u
+
+/* Copy a wire string into a fixed field; returns -1 when it does not fit. */
+static int rdzv_copy_id(char *dst, size_t cap, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap)
+        return -1;
+    memcpy(dst, src ? src : "", n);
+    dst[n] = '\0';
+    return 0;
+}
+
+/* Build the caller's assignment from the wire one; returns a muster_err. */
+static int rdzv_convert(muster_t *m, const Muster__Assignment *wa, muster_assignment **out)
+{
+    muster_assignment *a = calloc(1, sizeof *a);
+    if (!a)
+        return error_set(m, MUSTER_ENOMEM, "out of memory");
+    a->generation = wa->generation;
+    a->node_rank = wa->node_rank;
+    a->num_nodes = wa->num_nodes;
+    a->rank_start = wa->rank_start;
+    a->local_world_size = wa->local_world_size;
+    a->world_size = wa->world_size;
+    a->n_members = wa->n_members;
+    if (wa->n_members > 0 && !(a->members = calloc(wa->n_members, sizeof *a->members))) {
+        free(a);
+        return error_set(m, MUSTER_ENOMEM, "out of memory");
+    }
+    int bad = rdzv_copy_id(a->node_id, sizeof a->node_id, wa->node_id);
+    for (size_t i = 0; i < wa->n_members && !bad; i++) {
+        const Muster__Member *w = wa->members[i];
+        muster_member *mm = &a->members[i];
+        bad = rdzv_copy_id(mm->node_id, sizeof mm->node_id, w->node_id);
+        mm->node_rank = w->node_rank;
+        mm->rank_start = w->rank_start;
+        mm->local_world_size = w->local_world_size;
+    }
+    if (bad || a->num_nodes != a->n_members || a->node_rank >= a->num_nodes) {
+        muster_assignment_free(a);
+        return error_set(m, MUSTER_EPROTO, "inconsistent assignment from the server");
+    }
+    *out = a;
+    return MUSTER_OK;
+}
+
+/* Join the job's next round and wait (up to timeout_ms, server-enforced)
+ * for its assignment; *out is caller-owned (muster_assignment_free). */
+MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
+                                uint32_t timeout_ms)
+{
+    if (!m || !opts || !out)
+        return MUSTER_EINVAL;
+    *out = NULL;
+    if (opts->local_world_size < 1 || opts->min_nodes < 1 || opts->max_nodes < opts->min_nodes)
+        return error_set(m, MUSTER_EINVAL, "need local_world_size >= 1 and 1 <= min_nodes <= max_nodes");
+    if (opts->node_id && strlen(opts->node_id) >= sizeof((muster_assignment *)0)->node_id)
+        return error_set(m, MUSTER_EINVAL, "node_id longer than 127 bytes");
+    Muster__RdzvJoinReq join = MUSTER__RDZV_JOIN_REQ__INIT;
+    join.node_id = (char *)(opts->node_id ? opts->node_id : "");
+    join.local_world_size = opts->local_world_size;
+    join.min_nodes = opts->min_nodes;
+    join.max_nodes = opts->max_nodes;
+    join.last_call_ms = opts->last_call_ms;
+    join.timeout_ms = call_timeout(m, timeout_ms);
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_RDZV_JOIN;
+    req.rdzv_join = &join;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, join.timeout_ms);
+    if (rc != MUSTER_OK)
+        return rc;
+    if (!resp->rdzv_join->assignment)
+        rc = error_set(m, MUSTER_EPROTO, "join answered without an assignment");
+    else
+        rc = rdzv_convert(m, resp->rdzv_join->assignment, out);
+    call_free(resp);
+    return rc;
+}
+
+/* Tell the server this member is alive; MUSTER_ESTALE when its generation broke. */
+MUSTER_API int muster_rdzv_heartbeat(muster_t *m, uint64_t generation, uint32_t timeout_ms)
+{
+    if (!m)
+        return MUSTER_EINVAL;
+    Muster__RdzvHeartbeatReq hb = MUSTER__RDZV_HEARTBEAT_REQ__INIT;
+    hb.generation = generation;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_RDZV_HEARTBEAT;
+    req.rdzv_heartbeat = &hb;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    if (rc == MUSTER_OK)
+        call_free(resp);
+    return rc;
+}
+
+/* How often to heartbeat (a third of the server's heartbeat timeout), in ms. */
+MUSTER_API uint32_t muster_rdzv_heartbeat_interval(const muster_t *m)
+{
+    uint32_t t = (m && m->limits.heartbeat_timeout_ms) ? m->limits.heartbeat_timeout_ms : RDZV_DEFAULT_HEARTBEAT_MS;
+    return t / 3 > 0 ? t / 3 : 1;
+}
+
+/* Leave the job; the generation, if running, breaks for the others. */
+MUSTER_API int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms)
+{
+    if (!m)
+        return MUSTER_EINVAL;
+    Muster__RdzvLeaveReq leave = MUSTER__RDZV_LEAVE_REQ__INIT;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_RDZV_LEAVE;
+    req.rdzv_leave = &leave;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    if (rc == MUSTER_OK)
+        call_free(resp);
+    return rc;
+}
+
+/* Free an assignment; NULL is a no-op. */
+MUSTER_API void muster_assignment_free(muster_assignment *a)
+{
+    if (!a)
+        return;
+    free(a->members);
+    free(a);
+}
