@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# CLI tests: the `muster` command against a real musterd on 127.0.0.1 port 0.
+# Checks exit codes (0 ok, 1 negative answer, 2 usage, 3 timeout, 4 cannot
+# connect) and that values pass through stdin/stdout byte for byte.
+# Usage: test_cli.sh MUSTERD MUSTER
+set -u
+
+MUSTERD=${1:?musterd path}
+MUSTER=${2:?muster path}
+checks=0
+failed=0
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-cli-XXXXXX")
+pid=
+
+# Stop the daemon and remove the temp dir, whatever happened.
+cleanup() {
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Record a failed check with its description.
+fail() {
+    failed=$((failed + 1))
+    echo "FAIL: $*"
+}
+
+# expect CODE DESCRIPTION ARGS...: run muster ARGS (bounded) and compare its exit code.
+expect() {
+    local want=$1 what=$2 got
+    shift 2
+    checks=$((checks + 1))
+    timeout 20 "$MUSTER" "$@" >"$tmp/out" 2>"$tmp/err"
+    got=$?
+    if [ "$got" != "$want" ]; then
+        fail "$what: exit $got, want $want (stderr: $(head -c 300 "$tmp/err"))"
+    fi
+}
+
+# expect_out TEXT DESCRIPTION: the last command printed exactly TEXT (plus one optional newline).
+expect_out() {
+    checks=$((checks + 1))
+    local got
+    got=$(cat "$tmp/out")
+    [ "$got" = "$1" ] || fail "$2: printed '$got', want '$1'"
+}
+
+"$MUSTERD" --listen 127.0.0.1:0 --port-file "$tmp/port" 2>"$tmp/musterd.log" &
+pid=$!
+for _ in $(seq 1 1000); do
+    [ -s "$tmp/port" ] && grep -q . "$tmp/port" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.01
+done
+port=$(head -n1 "$tmp/port" 2>/dev/null)
+if [ -z "$port" ]; then
+    echo "FAIL: musterd did not write its port file"
+    cat "$tmp/musterd.log"
+    exit 1
+fi
+export MUSTER_URL="tcp://127.0.0.1:$port/cli"
+
+# 0: success; values and numbers come back exactly.
+expect 0 "set" set greeting hello
+expect 0 "get" get greeting
+expect_out "hello" "get prints the value"
+expect 0 "add" add counter 5
+expect_out "5" "add prints the new value"
+expect 0 "add negative" add counter -7
+expect_out "-2" "add prints the new value"
+expect 0 "check present" check greeting counter
+expect 0 "wait present" wait greeting
+expect 0 "barrier of one" barrier solo 1
+expect 0 "ping" ping
+expect 0 "num-keys" num-keys
+expect_out "2" "num-keys counts the namespace's keys"
+expect 0 "keys" keys ""
+expect 0 "--url flag wins over MUSTER_URL" --url "tcp://127.0.0.1:$port/other" set k v
+expect 1 "other namespace is separate" get k
+expect 0 "cas swaps" cas greeting hello bye
+expect 0 "get after cas" get greeting
+expect_out "bye" "cas stored the new value"
+
+# 1: a negative answer.
+expect 1 "get absent" get nosuchkey
+expect 1 "check absent" check greeting nosuchkey
+expect 0 "del present" del greeting
+expect 1 "del absent" del greeting
+
+# 2: usage errors.
+expect 2 "unknown verb" frobnicate
+expect 2 "missing args" set
+expect 2 "too many args" get a b c d e
+expect 2 "no verb"
+expect 0 "help" --help
+
+# 3: timeout answered by the server.
+expect 3 "get --wait timeout" --timeout 300 get --wait nosuchkey
+expect 3 "wait timeout" --timeout 300 wait nosuchkey
+expect 3 "barrier timeout" --timeout 300 barrier lonely 2
+
+
+# Binary-safe values through stdin and stdout.
+head -c 65536 /dev/urandom >"$tmp/bin"
+printf '\0\0\n\377' >>"$tmp/bin"
+expect 0 "set from stdin" set blob - <"$tmp/bin"
+checks=$((checks + 1))
+if timeout 20 "$MUSTER" get blob >"$tmp/bin.out" 2>"$tmp/err" && cmp -s "$tmp/bin" "$tmp/bin.out"; then :; else
+    fail "get blob: stdout differs from the bytes set"
+fi
+expect 0 "get -o FILE" get blob -o "$tmp/bin.file"
+checks=$((checks + 1))
+cmp -s "$tmp/bin" "$tmp/bin.file" || fail "get -o: file differs from the bytes set"
+expect 0 "set -f FILE" set blob2 -f "$tmp/bin"
+checks=$((checks + 1))
+if timeout 20 "$MUSTER" get blob2 >"$tmp/bin2.out" 2>"$tmp/err" && cmp -s "$tmp/bin" "$tmp/bin2.out"; then :; else
+    fail "set -f then get: bytes differ"
+fi
+
+# A blocking get released by a set from another process.
+timeout 20 "$MUSTER" --timeout 10000 get --wait later >"$tmp/later.out" 2>"$tmp/err" &
+waiter=$!
+expect 0 "set releases waiter" set later "now-set"
+wait "$waiter"
+rc=$?
+checks=$((checks + 1))
+[ "$rc" = 0 ] && [ "$(cat "$tmp/later.out")" = "now-set" ] || fail "blocking get: exit $rc, printed '$(cat "$tmp/later.out")'"
+
+# The daemon drains and exits 0.
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+pid=
+checks=$((checks + 1))
+[ "$rc" = 0 ] || fail "musterd exit status $rc after SIGTERM"
+
+# 4: cannot connect: nothing listens on the stopped daemon's port any more.
+expect 4 "connection refused" --url "tcp://127.0.0.1:$port/cli" --timeout 500 get k
+
+echo "cli: $checks checks, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,187 @@
+/*
+ * Writes the seed corpus of the frame fuzz target: one ClientFrame body per
+ * file (no length prefix), one file per op plus hello and odd cases.  Run
+ * by hand when the protocol changes: gen-corpus tests/fuzz/corpus/frame
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "muster.pb-c.h"
+
+/* Write a packed ClientFrame to DIR/name. */
+static int gen_write(const char *dir, const char *name, const Muster__ClientFrame *f)
+{
+    char path[4096];
+    size_t n = muster__client_frame__get_packed_size(f);
+    uint8_t *buf = malloc(n ? n : 1);
+    FILE *out;
+    if (!buf)
+        return -1;
+    muster__client_frame__pack(f, buf);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    out = fopen(path, "wb");
+    if (!out || fwrite(buf, 1, n, out) != n) {
+        free(buf);
+        if (out)
+            fclose(out);
+        return -1;
+    }
+    free(buf);
+    return fclose(out);
+}
+
+/* Write a Request with the given op case and op message. */
+static int gen_req(const char *dir, const char *name, Muster__Request__OpCase c, void *op)
+{
+    Muster__ClientFrame f = MUSTER__CLIENT_FRAME__INIT;
+    Muster__Request r = MUSTER__REQUEST__INIT;
+    r.id = 1;
+    r.op_case = c;
+    /* Every op pointer of the oneof shares one union slot. */
+    r.set = op;
+    f.frame_case = MUSTER__CLIENT_FRAME__FRAME_REQUEST;
+    f.request = &r;
+    return gen_write(dir, name, &f);
+}
+
+/* Write hello and the key-value ops. */
+static int gen_kv(const char *dir)
+{
+    static char *keys[] = {"a", "b/c", "d"};
+    static ProtobufCBinaryData vals[] = {{1, (uint8_t *)"1"}, {0, NULL}, {3, (uint8_t *)"x\0y"}};
+    Muster__ClientFrame f = MUSTER__CLIENT_FRAME__INIT;
+    Muster__Hello h = MUSTER__HELLO__INIT;
+    Muster__SetReq set = MUSTER__SET_REQ__INIT;
+    Muster__GetReq get = MUSTER__GET_REQ__INIT;
+    Muster__AddReq add = MUSTER__ADD_REQ__INIT;
+    Muster__CompareSetReq cas = MUSTER__COMPARE_SET_REQ__INIT;
+    Muster__DeleteReq del = MUSTER__DELETE_REQ__INIT;
+    Muster__CheckReq check = MUSTER__CHECK_REQ__INIT;
+    Muster__WaitReq wait = MUSTER__WAIT_REQ__INIT;
+    Muster__NumKeysReq num = MUSTER__NUM_KEYS_REQ__INIT;
+    Muster__MultiGetReq mget = MUSTER__MULTI_GET_REQ__INIT;
+    Muster__MultiSetReq mset = MUSTER__MULTI_SET_REQ__INIT;
+    Muster__AppendReq app = MUSTER__APPEND_REQ__INIT;
+    Muster__ListReq list = MUSTER__LIST_REQ__INIT;
+    int rc = 0;
+    h.protocol_version = 1;
+    h.namespace_ = "job";
+    h.token = "t";
+    h.client_name = "seed";
+    f.frame_case = MUSTER__CLIENT_FRAME__FRAME_HELLO;
+    f.hello = &h;
+    rc |= gen_write(dir, "hello", &f);
+    set.key = "k";
+    set.value = vals[2];
+    rc |= gen_req(dir, "set", MUSTER__REQUEST__OP_SET, &set);
+    get.key = "k";
+    get.wait = 1;
+    get.timeout_ms = 100;
+    rc |= gen_req(dir, "get-wait", MUSTER__REQUEST__OP_GET, &get);
+    add.key = "n";
+    add.delta = -5;
+    rc |= gen_req(dir, "add", MUSTER__REQUEST__OP_ADD, &add);
+    cas.key = "k";
+    cas.expected = vals[0];
+    cas.desired = vals[2];
+    rc |= gen_req(dir, "compare-set", MUSTER__REQUEST__OP_COMPARE_SET, &cas);
+    del.key = "k";
+    rc |= gen_req(dir, "delete", MUSTER__REQUEST__OP_DELETE, &del);
+    check.n_keys = wait.n_keys = mget.n_keys = mset.n_keys = mset.n_values = 3;
+    check.keys = wait.keys = mget.keys = mset.keys = keys;
+    mset.values = vals;
+    wait.timeout_ms = 50;
+    mget.wait = 1;
+    rc |= gen_req(dir, "check", MUSTER__REQUEST__OP_CHECK, &check);
+    rc |= gen_req(dir, "wait", MUSTER__REQUEST__OP_WAIT, &wait);
+    rc |= gen_req(dir, "num-keys", MUSTER__REQUEST__OP_NUM_KEYS, &num);
+    rc |= gen_req(dir, "multi-get", MUSTER__REQUEST__OP_MULTI_GET, &mget);
+    rc |= gen_req(dir, "multi-set", MUSTER__REQUEST__OP_MULTI_SET, &mset);
+    app.key = "k";
+    app.value = vals[0];
+    rc |= gen_req(dir, "append", MUSTER__REQUEST__OP_APPEND, &app);
+    list.prefix = "b/";
+    list.after = "b/a";
+    list.limit = 2;
+    rc |= gen_req(dir, "list", MUSTER__REQUEST__OP_LIST, &list);
+    return rc;
+}
+
+/* Write ping, barrier, watch and the rendezvous ops. */
+static int gen_other(const char *dir)
+{
+    Muster__PingReq ping = MUSTER__PING_REQ__INIT;
+    Muster__BarrierReq bar = MUSTER__BARRIER_REQ__INIT;
+    Muster__WatchReq watch = MUSTER__WATCH_REQ__INIT;
+    Muster__UnwatchReq unwatch = MUSTER__UNWATCH_REQ__INIT;
+    Muster__RdzvJoinReq join = MUSTER__RDZV_JOIN_REQ__INIT;
+    Muster__RdzvLeaveReq leave = MUSTER__RDZV_LEAVE_REQ__INIT;
+    Muster__RdzvHeartbeatReq hb = MUSTER__RDZV_HEARTBEAT_REQ__INIT;
+    int rc = 0;
+    ping.payload.data = (uint8_t *)"pong";
+    ping.payload.len = 4;
+    rc |= gen_req(dir, "ping", MUSTER__REQUEST__OP_PING, &ping);
+    bar.name = "b";
+    bar.count = 1;
+    bar.timeout_ms = 10;
+    rc |= gen_req(dir, "barrier", MUSTER__REQUEST__OP_BARRIER, &bar);
+    watch.prefix = "w/";
+    rc |= gen_req(dir, "watch", MUSTER__REQUEST__OP_WATCH, &watch);
+    unwatch.watch_id = 1;
+    rc |= gen_req(dir, "unwatch", MUSTER__REQUEST__OP_UNWATCH, &unwatch);
+    join.node_id = "node-a";
+    join.local_world_size = 2;
+    join.min_nodes = 1;
+    join.max_nodes = 2;
+    join.last_call_ms = 10;
+    join.timeout_ms = 20;
+    rc |= gen_req(dir, "rdzv-join", MUSTER__REQUEST__OP_RDZV_JOIN, &join);
+    rc |= gen_req(dir, "rdzv-leave", MUSTER__REQUEST__OP_RDZV_LEAVE, &leave);
+    hb.generation = 1;
+    rc |= gen_req(dir, "rdzv-heartbeat", MUSTER__REQUEST__OP_RDZV_HEARTBEAT, &hb);
+    return rc;
+}
+
+/* Write hand-made odd bodies: unknown op field, no op, truncated, empty. */
+static int gen_odd(const char *dir)
+{
+    static const struct {
+        const char *name;
+        size_t len;
+        const char *bytes;
+    } odd[] = {
+        {"unknown-op", 7, "\x12\x05\x08\x07\x9a\x06\x00"},
+        {"no-op", 4, "\x12\x02\x08\x09"},
+        {"truncated", 5, "\x12\x10\x08\x01\x52"},
+        {"empty", 0, ""},
+        {"unknown-frame", 3, "\x1a\x01\x00"},
+    };
+    char path[4096];
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+        FILE *f;
+        snprintf(path, sizeof path, "%s/%s", dir, odd[i].name);
+        f = fopen(path, "wb");
+        if (!f || fwrite(odd[i].bytes, 1, odd[i].len, f) != odd[i].len) {
+            if (f)
+                fclose(f);
+            return -1;
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
+/* Write every seed into the directory named by argv[1]. */
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR\n", argv[0]);
+        return 2;
+    }
+    if (gen_kv(argv[1]) || gen_other(argv[1]) || gen_odd(argv[1])) {
+        fprintf(stderr, "gen-corpus: cannot write into %s\n", argv[1]);
+        return 1;
+    }
+    return 0;
+}

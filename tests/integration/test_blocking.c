@@ -1,0 +1,236 @@
+/*
+ * Integration tests of blocking ops: a parked get released by another
+ * client's set, server-enforced timeouts (the answer comes near the deadline
+ * and the same handle keeps working), reusable barriers, and barrier rounds
+ * that timed-out arrivals leave.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hclient.h"
+#include "raw.h"
+
+/* Blocking ops in this file time out after this long. */
+#define T_SHORT_MS 300
+/* The server answers a timed-out op no later than this after its deadline. */
+#define T_SLACK_MS 1500
+
+/* One thread's view of a blocking call. */
+struct t_worker {
+    const struct h_daemon *d;
+    const char *key;
+    pthread_t th;
+    int rc;
+    char value[64];
+    uint64_t rounds[2];
+};
+
+/* A raw get parks (a later ping on the same connection answers first) until another client sets the key. */
+static void t_get_released_raw(const struct h_daemon *d)
+{
+    int fd = raw_open(d->port, "blk");
+    muster_t *m = hc_connect(d, "blk", NULL);
+    Muster__ServerFrame *f;
+    uint64_t id = 0;
+    CHECK(fd >= 0);
+    if (fd < 0 || !m)
+        goto out;
+    CHECK_EQ(raw_get(fd, 1, "blk/k1", 1, 10000), 0);
+    CHECK_EQ(raw_ping(fd, 2), 0);
+    CHECK_EQ(raw_status(fd, 5000, &id), MUSTER_OK);
+    CHECK_EQ(id, 2);
+    CHECK_EQ(hc_set_str(m, "blk/k1", "released"), MUSTER_OK);
+    f = raw_response(fd, 5000);
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_EQ(f->response->id, 1);
+        CHECK_EQ(f->response->status, MUSTER_OK);
+        CHECK_EQ(f->response->result_case, MUSTER__RESPONSE__RESULT_GET);
+        if (f->response->result_case == MUSTER__RESPONSE__RESULT_GET)
+            CHECK_MEM(f->response->get->value.data, f->response->get->value.len, "released", 8);
+    }
+    raw_free(f);
+out:
+    muster_close(m);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Thread body: a blocking get on its own handle. */
+static void *t_getter(void *arg)
+{
+    struct t_worker *w = arg;
+    int err = 0;
+    muster_t *m = hc_try_connect(w->d, "blk", NULL, &err);
+    void *v = NULL;
+    size_t n = 0;
+    w->rc = m ? muster_get(m, w->key, 1, 10000, &v, &n) : err;
+    if (w->rc == MUSTER_OK)
+        snprintf(w->value, sizeof w->value, "%.*s", (int)n, (char *)v);
+    muster_free(v);
+    muster_close(m);
+    return NULL;
+}
+
+/* libmuster: a get blocked in another thread returns the value another handle sets. */
+static void t_get_released_thread(const struct h_daemon *d)
+{
+    struct t_worker w = {.d = d, .key = "blk/k2"};
+    muster_t *m = hc_connect(d, "blk", NULL);
+    if (!m)
+        return;
+    CHECK_EQ(pthread_create(&w.th, NULL, t_getter, &w), 0);
+    CHECK_EQ(hc_set_str(m, "blk/k2", "from-main"), MUSTER_OK);
+    pthread_join(w.th, NULL);
+    CHECK_EQ(w.rc, MUSTER_OK);
+    CHECK_STR(w.value, "from-main");
+    muster_close(m);
+}
+
+/* Assert a blocking call took about T_SHORT_MS and answered TIMEOUT. */
+static void t_expect_timeout(int rc, int64_t t0, const char *what)
+{
+    int64_t dt = h_now_ms() - t0;
+    CHECK_EQ(rc, MUSTER_ETIMEDOUT);
+    CHECK(dt >= T_SHORT_MS - 5);
+    CHECK(dt <= T_SHORT_MS + T_SLACK_MS);
+    printf("  %s timed out after %lld ms\n", what, (long long)dt);
+}
+
+/* After a timeout the same handle sets and gets exact values. */
+static void t_still_usable(muster_t *m, const char *key)
+{
+    char val[64];
+    snprintf(val, sizeof val, "after-%s", key);
+    CHECK_EQ(hc_set_str(m, key, val), MUSTER_OK);
+    HC_EXPECT(m, key, val);
+}
+
+/* get, wait, multi_get and barrier time out on the server's clock; the handle stays usable. */
+static void t_timeouts(const struct h_daemon *d)
+{
+    muster_t *m = hc_connect(d, "blk", NULL);
+    const char *keys[] = {"blk/t-absent1", "blk/t-absent2"};
+    void *v = NULL, *vals[2] = {0};
+    size_t n = 0, lens[2] = {0};
+    int64_t t0;
+    if (!m)
+        return;
+    t0 = h_now_ms();
+    t_expect_timeout(muster_get(m, "blk/t-absent1", 1, T_SHORT_MS, &v, &n), t0, "get");
+    muster_free(v);
+    t_still_usable(m, "blk/t-after-get");
+    t0 = h_now_ms();
+    t_expect_timeout(muster_wait(m, keys, 2, T_SHORT_MS), t0, "wait");
+    t_still_usable(m, "blk/t-after-wait");
+    t0 = h_now_ms();
+    t_expect_timeout(muster_multi_get(m, keys, 2, 1, vals, lens, T_SHORT_MS), t0, "multi_get");
+    muster_free(vals[0]);
+    muster_free(vals[1]);
+    t_still_usable(m, "blk/t-after-multi-get");
+    t0 = h_now_ms();
+    t_expect_timeout(muster_barrier(m, "blk/t-bar", 2, NULL, T_SHORT_MS), t0, "barrier");
+    t_still_usable(m, "blk/t-after-barrier");
+    muster_close(m);
+}
+
+/* Thread body: two barrier rounds on its own handle. */
+static void *t_barrier_worker(void *arg)
+{
+    struct t_worker *w = arg;
+    int err = 0;
+    muster_t *m = hc_try_connect(w->d, "blk", NULL, &err);
+    w->rc = m ? muster_barrier(m, w->key, 3, &w->rounds[0], 10000) : err;
+    if (w->rc == MUSTER_OK)
+        w->rc = muster_barrier(m, w->key, 3, &w->rounds[1], 10000);
+    muster_close(m);
+    return NULL;
+}
+
+/* Three arrivals release a round; the same name then runs round 2. */
+static void t_barrier_reuse(const struct h_daemon *d)
+{
+    struct t_worker w[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].d = d;
+        w[i].key = "blk/bar";
+        CHECK_EQ(pthread_create(&w[i].th, NULL, t_barrier_worker, &w[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(w[i].th, NULL);
+        CHECK_EQ(w[i].rc, MUSTER_OK);
+        CHECK_EQ(w[i].rounds[0], 1);
+        CHECK_EQ(w[i].rounds[1], 2);
+    }
+}
+
+/* Send a barrier arrival on a raw connection. */
+static int t_raw_barrier(int fd, uint64_t id, const char *name, uint32_t count, uint32_t timeout_ms)
+{
+    Muster__Request r = MUSTER__REQUEST__INIT;
+    Muster__BarrierReq b = MUSTER__BARRIER_REQ__INIT;
+    b.name = (char *)name;
+    b.count = count;
+    b.timeout_ms = timeout_ms;
+    r.id = id;
+    r.op_case = MUSTER__REQUEST__OP_BARRIER;
+    r.barrier = &b;
+    return raw_send_request(fd, &r);
+}
+
+/* A count that disagrees with the open round is refused; a timed-out arrival leaves the round. */
+static void t_barrier_rules(const struct h_daemon *d)
+{
+    int a = raw_open(d->port, "blk"), b = raw_open(d->port, "blk"), c = raw_open(d->port, "blk");
+    Muster__ServerFrame *f;
+    uint64_t id = 0;
+    CHECK(a >= 0 && b >= 0 && c >= 0);
+    if (a < 0 || b < 0 || c < 0)
+        goto out;
+    /* a arrives (count 2) and gives up after T_SHORT_MS: the round must forget it. */
+    CHECK_EQ(t_raw_barrier(a, 1, "blk/rules", 2, T_SHORT_MS), 0);
+    CHECK_EQ(raw_status(a, 5000, &id), MUSTER_ETIMEDOUT);
+    CHECK_EQ(id, 1);
+    /* b parks with count 2; c's count 3 disagrees. */
+    CHECK_EQ(t_raw_barrier(b, 1, "blk/rules", 2, 10000), 0);
+    CHECK_EQ(raw_ping(b, 2), 0);
+    CHECK_EQ(raw_status(b, 5000, &id), MUSTER_OK);
+    CHECK_EQ(id, 2);
+    CHECK_EQ(t_raw_barrier(c, 1, "blk/rules", 3, 10000), 0);
+    CHECK_EQ(raw_status(c, 5000, &id), MUSTER_EBADREQ);
+    /* c's agreeing arrival is the second: both are released with arrival numbers 1 and 2. */
+    CHECK_EQ(t_raw_barrier(c, 2, "blk/rules", 2, 10000), 0);
+    f = raw_response(c, 5000);
+    CHECK(f && (int)f->response->status == MUSTER_OK && f->response->id == 2);
+    if (f && f->response->result_case == MUSTER__RESPONSE__RESULT_BARRIER)
+        CHECK_EQ(f->response->barrier->arrival, 2);
+    raw_free(f);
+    f = raw_response(b, 5000);
+    CHECK(f && (int)f->response->status == MUSTER_OK && f->response->id == 1);
+    if (f && f->response->result_case == MUSTER__RESPONSE__RESULT_BARRIER)
+        CHECK_EQ(f->response->barrier->arrival, 1);
+    raw_free(f);
+out:
+    for (int i = 0, fds[3] = {a, b, c}; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+/* Run the blocking-op tests against one daemon. */
+int main(void)
+{
+    struct h_daemon d;
+    h_init("blocking", 60);
+    if (h_start(&d, NULL) < 0)
+        return h_finish();
+    H_RUN(t_get_released_raw, &d);
+    H_RUN(t_get_released_thread, &d);
+    H_RUN(t_timeouts, &d);
+    H_RUN(t_barrier_reuse, &d);
+    H_RUN(t_barrier_rules, &d);
+    CHECK_EQ(h_stop(&d), 0);
+    return h_finish();
+}

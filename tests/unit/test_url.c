@@ -1,0 +1,175 @@
+/*
+ * Unit tests of the store URL parser (muster_url_parse): accepted forms,
+ * defaults, bracketed IPv6, query parameters, env:// and the environment
+ * default, and rejected input that must leave *out untouched.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <muster/muster.h>
+
+#include "harness.h"
+
+/* One accepted URL and the fields it must yield. */
+struct url_ok {
+    const char *text;
+    const char *host;
+    unsigned port;
+    const char *ns;
+    const char *token;
+    const char *name;
+    unsigned timeout_ms;
+};
+
+static const struct url_ok url_good[] = {
+    {"tcp://127.0.0.1:29600", "127.0.0.1", 29600, "", "", "", 0},
+    {"tcp://store.example.com", "store.example.com", MUSTER_DEFAULT_PORT, "", "", "", 0},
+    {"tcp://h:1", "h", 1, "", "", "", 0},
+    {"tcp://h:65535", "h", 65535, "", "", "", 0},
+    {"tcp://h:1234/job-7", "h", 1234, "job-7", "", "", 0},
+    {"tcp://[::1]:29601/ns", "::1", 29601, "ns", "", "", 0},
+    {"tcp://[::1]", "::1", MUSTER_DEFAULT_PORT, "", "", "", 0},
+    {"tcp://[2001:db8::7]:80", "2001:db8::7", 80, "", "", "", 0},
+    {"tcp://h:5/ns?token=abc&timeout=5000&name=rank3", "h", 5, "ns", "abc", "rank3", 5000},
+    {"tcp://h:5?token=abc", "h", 5, "", "abc", "", 0},
+    {"tcp://h:5/ns?timeout=250", "h", 5, "ns", "", "", 250},
+    {"tcp://h:5/ns?token=a%2Fb%3Dc%25", "h", 5, "ns", "a/b=c%", "", 0},
+};
+
+static const char *const url_bad[] = {
+    "http://h:1",          "tcp:/h:1",        "tcp//h:1",           "tcp://",
+    "tcp://:1",            "tcp://h:",        "tcp://h:0",          "tcp://h:65536",
+    "tcp://h:-1",          "tcp://h:12ab",    "tcp://h:99999999999999999999",
+    "tcp://[::1",          "tcp://[::1]x",    "tcp://[::1]:",       "tcp://[]:1",
+    "tcp://h:1?timeout=abc", "tcp://h:1?timeout=-5", "tcp://h:1?token=%zz",
+};
+
+/* Parse text and compare every field with the expectation. */
+static void url_expect_ok(const struct url_ok *c)
+{
+    muster_url u;
+    int rc;
+    memset(&u, 0x5a, sizeof u);
+    rc = muster_url_parse(c->text, &u);
+    CHECK_EQ(rc, MUSTER_OK);
+    if (rc != MUSTER_OK) {
+        printf("  url: %s\n", c->text);
+        return;
+    }
+    CHECK_STR(u.host, c->host);
+    CHECK_EQ(u.port, c->port);
+    CHECK_STR(u.ns, c->ns);
+    CHECK_STR(u.token, c->token);
+    CHECK_STR(u.name, c->name);
+    CHECK_EQ(u.timeout_ms, c->timeout_ms);
+}
+
+/* Parse text expecting MUSTER_EURL and *out unchanged. */
+static void url_expect_bad(const char *text)
+{
+    muster_url u, before;
+    int rc;
+    memset(&u, 0xa5, sizeof u);
+    before = u;
+    rc = muster_url_parse(text, &u);
+    CHECK_EQ(rc, MUSTER_EURL);
+    CHECK(memcmp(&u, &before, sizeof u) == 0);
+    if (rc != MUSTER_EURL)
+        printf("  url accepted: %s\n", text);
+}
+
+/* Every accepted form yields the right fields. */
+static void t_good(void *unused)
+{
+    (void)unused;
+    for (size_t i = 0; i < sizeof url_good / sizeof url_good[0]; i++)
+        url_expect_ok(&url_good[i]);
+}
+
+/* Every malformed form is refused without touching *out. */
+static void t_bad(void *unused)
+{
+    (void)unused;
+    for (size_t i = 0; i < sizeof url_bad / sizeof url_bad[0]; i++)
+        url_expect_bad(url_bad[i]);
+}
+
+/* Fields longer than their buffers are refused, not truncated. */
+static void t_overlong(void *unused)
+{
+    char big[600], text[800];
+    (void)unused;
+    memset(big, 'a', 300);
+    big[300] = 0;
+    snprintf(text, sizeof text, "tcp://%s:1", big);
+    url_expect_bad(text);
+    snprintf(text, sizeof text, "tcp://h:1/%s", big);
+    url_expect_bad(text);
+    snprintf(text, sizeof text, "tcp://h:1?token=%s", big);
+    url_expect_bad(text);
+    snprintf(text, sizeof text, "tcp://h:1?name=%s", big);
+    url_expect_bad(text);
+    memset(big, 'b', 200);
+    big[200] = 0;
+    snprintf(text, sizeof text, "tcp://%s:7", big);
+    {
+        muster_url u;
+        CHECK_EQ(muster_url_parse(text, &u), MUSTER_OK);
+        CHECK_EQ(strlen(u.host), 200);
+    }
+}
+
+/* NULL and "" mean $MUSTER_URL, else the local default. */
+static void t_env_default(void *unused)
+{
+    muster_url u;
+    (void)unused;
+    unsetenv("MUSTER_URL");
+    CHECK_EQ(muster_url_parse(NULL, &u), MUSTER_OK);
+    CHECK_STR(u.host, "127.0.0.1");
+    CHECK_EQ(u.port, MUSTER_DEFAULT_PORT);
+    CHECK_EQ(muster_url_parse("", &u), MUSTER_OK);
+    CHECK_EQ(u.port, MUSTER_DEFAULT_PORT);
+    setenv("MUSTER_URL", "tcp://10.0.0.9:4242/jobx", 1);
+    CHECK_EQ(muster_url_parse(NULL, &u), MUSTER_OK);
+    CHECK_STR(u.host, "10.0.0.9");
+    CHECK_EQ(u.port, 4242);
+    CHECK_STR(u.ns, "jobx");
+    CHECK_EQ(muster_url_parse("", &u), MUSTER_OK);
+    CHECK_STR(u.ns, "jobx");
+    unsetenv("MUSTER_URL");
+}
+
+/* env:// reads MASTER_ADDR, MASTER_PORT and MUSTER_NAMESPACE, and needs MASTER_ADDR. */
+static void t_env_scheme(void *unused)
+{
+    muster_url u;
+    (void)unused;
+    setenv("MASTER_ADDR", "10.1.2.3", 1);
+    setenv("MASTER_PORT", "1234", 1);
+    setenv("MUSTER_NAMESPACE", "job-env", 1);
+    CHECK_EQ(muster_url_parse("env://", &u), MUSTER_OK);
+    CHECK_STR(u.host, "10.1.2.3");
+    CHECK_EQ(u.port, 1234);
+    CHECK_STR(u.ns, "job-env");
+    setenv("MASTER_PORT", "70000", 1);
+    url_expect_bad("env://");
+    unsetenv("MASTER_ADDR");
+    setenv("MASTER_PORT", "1234", 1);
+    url_expect_bad("env://");
+    unsetenv("MASTER_PORT");
+    unsetenv("MUSTER_NAMESPACE");
+}
+
+/* Run the URL parser tests. */
+int main(void)
+{
+    h_init("unit-url", 30);
+    H_RUN(t_good, NULL);
+    H_RUN(t_bad, NULL);
+    H_RUN(t_overlong, NULL);
+    H_RUN(t_env_default, NULL);
+    H_RUN(t_env_scheme, NULL);
+    return h_finish();
+}
