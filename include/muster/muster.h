@@ -11,9 +11,10 @@
  * Errors: every function returns a muster_err (MUSTER_OK = 0) or, where it
  * returns a pointer, NULL with the reason in *err.  muster_strerror() gives a
  * static message; muster_last_error() gives the server's detail for the last
- * failed call on a handle.  Retryable codes: MUSTER_ETIMEDOUT,
- * MUSTER_ECONN, MUSTER_ESHUTDOWN, MUSTER_ESTALE (re-join).  The others mean
- * the same call will fail the same way.
+ * failed call on a handle.  Retryable codes (muster_err_retryable()):
+ * MUSTER_ETIMEDOUT, MUSTER_ECONN, MUSTER_ESHUTDOWN, MUSTER_ESTALE (re-join)
+ * and MUSTER_ECANCELED (re-join).  The others mean the same call will fail
+ * the same way.
  *
  * Deadlines: every call that talks to the server takes timeout_ms; 0 means
  * the handle's default (the URL's ?timeout=, else 30000 ms).  Blocking ops
