@@ -3,7 +3,7 @@
 # ASan+UBSan build (build-asan/).  Ends with one line "N passed, N failed"
 # summing both runs; exits non-zero on any failure.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 JOBS=${JOBS:-$(nproc)}
 failed_steps=0

@@ -16,8 +16,8 @@ if ! grep -qxF -- "$ci_cmd" "$root/README.md"; then
     status=1
 fi
 # Every scripts/*.sh the README's commands name must exist.
-for s in $(grep -o 'scripts/[A-Za-z0-9_.-]*\.sh' "$root/README.md" | sort -u); do
+while read -r s; do
     [ -f "$root/$s" ] || { echo "FAIL: README names $s, which does not exist"; status=1; }
-done
+done < <(grep -o 'scripts/[A-Za-z0-9_.-]*\.sh' "$root/README.md" | sort -u)
 echo "ci-command: '$ci_cmd'"
 exit $status

@@ -36,9 +36,11 @@ static char h_logs[H_MAX_DAEMONS][PATH_MAX];
 /* Kill every daemon still running and exit: the hard timeout fired. */
 static void h_on_alarm(int sig)
 {
-    static const char msg[] = "\nFAIL: hard timeout: test program ran too long\n";
+    static const char msg[] = "\nFAIL: hard timeout: test program ran too long; daemon logs kept in ";
     (void)sig;
     (void)!write(2, msg, sizeof msg - 1);
+    (void)!write(2, h_dir, strlen(h_dir));
+    (void)!write(2, "\n", 1);
     for (int i = 0; i < H_MAX_DAEMONS; i++)
         if (h_pids[i] > 0)
             kill(h_pids[i], SIGKILL);
@@ -304,7 +306,11 @@ int h_start(struct h_daemon *d, const char *const *extra)
     snprintf(d->url, sizeof d->url, "tcp://127.0.0.1:%u", d->port);
     CHECK(d->port != 0);
     if (!d->port) {
-        h_dump_log(d);
+        /* h_finish prints the daemon's log, which usually says why. */
+        if (d->pid > 0)
+            printf("  musterd wrote no port file within %d ms\n", H_START_MS);
+        else
+            printf("  musterd exited with status %d before writing its port file\n", d->status);
         h_stop(d);
         return -1;
     }

@@ -127,7 +127,9 @@ expect 0 "set releases waiter" set later "now-set"
 wait "$waiter"
 rc=$?
 checks=$((checks + 1))
-[ "$rc" = 0 ] && [ "$(cat "$tmp/later.out")" = "now-set" ] || fail "blocking get: exit $rc, printed '$(cat "$tmp/later.out")'"
+if [ "$rc" != 0 ] || [ "$(cat "$tmp/later.out")" != "now-set" ]; then
+    fail "blocking get: exit $rc, printed '$(cat "$tmp/later.out")'"
+fi
 
 # The daemon drains and exits 0.
 kill -TERM "$pid"
