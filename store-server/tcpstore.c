@@ -1,0 +1,526 @@
+/*
+ * The TCPStore front end: a second kind of listener on the daemon's one
+ * event loop, speaking the protocol of torch.distributed's TCPStore to
+ * unmodified torch clients (tcpstore_parse.c and tcpstore_ops.c hold the
+ * protocol; this file holds connections).  Its keys live in one namespace
+ * (--tcpstore-namespace), shared with native clients.
+ *
+ * Each connection is a bufferevent.  The numbering is decided from the
+ * first bytes (00 CE F7 85 3C is the VALIDATE handshake of torch 2.1 and
+ * later; anything else is the older numbering).  Requests are decoded
+ * incrementally and answered in stream order.  While a WAIT or BARRIER is
+ * parked, a VALIDATE-era connection's next request waits unread unless it
+ * is CANCEL_WAIT; an old client (no CANCEL_WAIT, never pipelining) that
+ * sends anything has given up on its wait, which is then dropped without
+ * an answer.  The input's read high watermark bounds what one connection
+ * may buffer.  A request that cannot be served closes its connection (the
+ * protocol has no error reply), counted.
+ */
+#include "tcpstore.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "listener.h"
+#include "log.h"
+#include "ns.h"
+#include "server.h"
+#include "tcpstore_int.h"
+
+/* Requests handled per read callback before yielding to other connections. */
+#define TCPSTORE_BATCH 64
+
+static void tcpstore_arm(struct ts_conn *c);
+static void tcpstore_process(struct ts_conn *c);
+
+/* Whether bytes can still be queued for c. */
+int tcpstore_live(const struct ts_conn *c)
+{
+    return c->state == TS_OPEN;
+}
+
+/* Enter a state and note when. */
+static void tcpstore_set_state(struct ts_conn *c, enum ts_state s)
+{
+    c->state = s;
+    c->state_ms = conn_now_ms();
+}
+
+/* Queue raw bytes on c's output; a client that stops reading stops being read. */
+void tcpstore_put(struct ts_conn *c, const void *p, size_t n)
+{
+    if (!tcpstore_live(c))
+        return;
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    if (n && evbuffer_add(out, p, n) != 0) {
+        tcpstore_close(c, "cannot buffer output");
+        return;
+    }
+    if (!c->paused && evbuffer_get_length(out) > c->ts->srv->opt.max_output) {
+        c->paused = 1;
+        c->paused_ms = conn_now_ms();
+        bufferevent_disable(c->bev, EV_READ);
+        stats_inc(&c->ts->srv->stats, STAT_OUTPUT_PAUSED);
+        tcpstore_arm(c);
+    }
+}
+
+/* Queue one byte. */
+void tcpstore_put_u8(struct ts_conn *c, uint8_t v)
+{
+    tcpstore_put(c, &v, 1);
+}
+
+/* Write v little-endian into 8 bytes. */
+static void tcpstore_le64(uint8_t *b, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Queue a little-endian 64-bit integer. */
+void tcpstore_put_i64(struct ts_conn *c, int64_t v)
+{
+    uint8_t b[8];
+    tcpstore_le64(b, (uint64_t)v);
+    tcpstore_put(c, b, sizeof b);
+}
+
+/* Queue a u64 length and the bytes. */
+void tcpstore_put_blob(struct ts_conn *c, const void *p, size_t n)
+{
+    uint8_t b[8];
+    tcpstore_le64(b, n);
+    tcpstore_put(c, b, sizeof b);
+    tcpstore_put(c, p, n);
+}
+
+/* Close c at once (freed on a later loop turn); its parked request is dropped silently. */
+void tcpstore_close(struct ts_conn *c, const char *why)
+{
+    if (c->state == TS_DEAD)
+        return;
+    log_msg(LOG_DEBUG, "tcpstore conn %llu %s: closed: %s", (unsigned long long)c->id, c->peer, why);
+    tcpstore_set_state(c, TS_DEAD);
+    tspark_abandon(c);
+    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    event_active(c->timer, EV_TIMEOUT, 0);
+}
+
+/* Count stat, log why at info level and close c (TCPStore has no error reply). */
+void tcpstore_fail(struct ts_conn *c, enum stat_id stat, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    stats_inc(&c->ts->srv->stats, stat);
+    log_msg(LOG_INFO, "tcpstore conn %llu %s: closing: %s", (unsigned long long)c->id, c->peer, msg);
+    tcpstore_close(c, msg);
+}
+
+/* Flush what c has queued, then close it. */
+void tcpstore_finish(struct ts_conn *c)
+{
+    if (!tcpstore_live(c))
+        return;
+    tspark_abandon(c);
+    tcpstore_set_state(c, TS_FLUSHING);
+    bufferevent_disable(c->bev, EV_READ);
+    bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+        tcpstore_close(c, "finished");
+    else
+        tcpstore_arm(c);
+}
+
+/* c's parked request ended: go on with its buffered input on a later callback. */
+void tcpstore_resume(struct ts_conn *c)
+{
+    if (tcpstore_live(c))
+        bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/* Unlink and free c, telling the server a connection is gone. */
+static void tcpstore_free(struct ts_conn *c)
+{
+    struct tcpstore *ts = c->ts;
+    struct server *srv = ts->srv;
+    tspark_abandon(c);
+    tsparse_reset(&c->req);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        ts->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    ts->nconns--;
+    srv->nconns--;
+    srv->stats.c[STAT_TS_CURRENT]--;
+    bufferevent_free(c->bev);
+    event_free(c->timer);
+    free(c);
+    server_conn_gone(srv);
+}
+
+/* The next deadline of c in monotonic ms, or 0 for none. */
+static uint64_t tcpstore_deadline(const struct ts_conn *c)
+{
+    const struct options *o = &c->ts->srv->opt;
+    if (c->state == TS_FLUSHING)
+        return c->state_ms + (c->ts->srv->draining ? o->drain_timeout : o->slow_timeout);
+    if (c->state != TS_OPEN)
+        return 0;
+    if (c->paused)
+        return c->paused_ms + o->slow_timeout;
+    /* A connection that has sent nothing is left alone: torch 1.x opens a
+     * second one per store that stays silent unless watchKey is used. */
+    if (!c->validated && c->first_rx_ms && o->tcpstore_validate_timeout)
+        return c->first_rx_ms + o->tcpstore_validate_timeout;
+    return 0;
+}
+
+/* (Re)arm c's timer for its next deadline. */
+static void tcpstore_arm(struct ts_conn *c)
+{
+    uint64_t at = tcpstore_deadline(c), now = conn_now_ms();
+    if (!at) {
+        evtimer_del(c->timer);
+        return;
+    }
+    uint64_t ms = at > now ? at - now : 0;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    evtimer_add(c->timer, &tv);
+}
+
+/* The timer: deferred free, or a first-request, slow-reader or flush deadline that passed. */
+static void tcpstore_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct ts_conn *c = arg;
+    struct stats *st = &c->ts->srv->stats;
+    uint64_t at = tcpstore_deadline(c);
+    if (c->state == TS_DEAD) {
+        tcpstore_free(c);
+    } else if (at > conn_now_ms()) {
+        tcpstore_arm(c);
+    } else if (c->state == TS_FLUSHING || c->paused) {
+        stats_inc(st, STAT_LIMIT_OUTPUT);
+        tcpstore_close(c, "output not read within the timeout");
+    } else if (!c->validated) {
+        tcpstore_fail(c, STAT_TS_VALIDATE_TIMEOUT, "first request not complete within %llu ms",
+                      (unsigned long long)c->ts->srv->opt.tcpstore_validate_timeout);
+    }
+}
+
+/* Set the read low watermark so the next callback comes when want bytes are in. */
+static void tcpstore_want(struct ts_conn *c, size_t want)
+{
+    if (c->want != want) {
+        c->want = want;
+        bufferevent_setwatermark(c->bev, EV_READ, want, (size_t)c->ts->srv->opt.tcpstore_max_request);
+    }
+}
+
+/* Decide the numbering from the first bytes; 0 when known, else the bytes still needed. */
+static size_t tcpstore_detect(struct ts_conn *c, struct evbuffer *in)
+{
+    size_t need = tsparse_detect(c, in);
+    if (need)
+        return need;
+    int legacy = c->era == TS_ERA_LEGACY;
+    stats_inc(&c->ts->srv->stats, legacy ? STAT_TS_LEGACY_ERA : STAT_TS_VALIDATE_ERA);
+    log_msg(LOG_DEBUG, "tcpstore conn %llu %s: %s numbering", (unsigned long long)c->id, c->peer,
+            legacy ? "old (torch 1.x-2.0)" : "VALIDATE-era");
+    return 0;
+}
+
+/* A request begins while c has one parked: 1 to go on decoding it, 0 to leave it unread. */
+static int tcpstore_while_parked(struct ts_conn *c, struct evbuffer *in)
+{
+    uint8_t code;
+    if (c->era == TS_ERA_LEGACY) {
+        /* Old clients never pipeline and have no CANCEL_WAIT: a new request
+         * means the wait timed out on the client, so nothing may answer it. */
+        tspark_abandon(c);
+        return 1;
+    }
+    evbuffer_copyout(in, &code, 1);
+    return code == TS_CANCEL_WAIT;
+}
+
+/* Handle the request just decoded and make room for the next. */
+static void tcpstore_request(struct ts_conn *c)
+{
+    if (!c->validated) {
+        c->validated = 1;
+        tcpstore_arm(c);
+    }
+    tsops_dispatch(c, &c->req);
+    tsparse_reset(&c->req);
+}
+
+/* Decode and handle requests from the input (a batch at a time), then wait for more bytes. */
+static void tcpstore_process(struct ts_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    size_t want = 1;
+    if (!c->first_rx_ms && evbuffer_get_length(in)) {
+        c->first_rx_ms = conn_now_ms();
+        tcpstore_arm(c);
+    }
+    for (int n = 0;; n++) {
+        if (!tcpstore_live(c) || c->paused)
+            return;
+        if (c->era == TS_ERA_UNKNOWN && (want = tcpstore_detect(c, in)) != 0)
+            break;
+        if (c->req.op < 0 && evbuffer_get_length(in) == 0) {
+            want = 1;
+            break;
+        }
+        if (c->park && c->req.op < 0 && !tcpstore_while_parked(c, in))
+            return; /* answered in order: the rest waits for the parked request */
+        if (n == TCPSTORE_BATCH) {
+            /* Fairness: let other connections run, come back on a later turn. */
+            tcpstore_want(c, 1);
+            bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+            return;
+        }
+        enum tsparse_result res = tsparse_step(c, in, &want);
+        if (res == TSP_ERROR)
+            return;
+        if (res == TSP_MORE)
+            break;
+        tcpstore_request(c);
+    }
+    tcpstore_want(c, want);
+}
+
+/* Read callback. */
+static void tcpstore_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct ts_conn *c = arg;
+    if (tcpstore_live(c)) {
+        tcpstore_process(c);
+        return;
+    }
+    struct evbuffer *in = bufferevent_get_input(bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+/* Write callback: output drained below the low watermark. */
+static void tcpstore_write_cb(struct bufferevent *bev, void *arg)
+{
+    struct ts_conn *c = arg;
+    struct evbuffer *out = bufferevent_get_output(bev);
+    if (c->state == TS_FLUSHING && evbuffer_get_length(out) == 0) {
+        tcpstore_close(c, "flushed");
+    } else if (c->paused && evbuffer_get_length(out) <= c->ts->srv->opt.max_output / 2) {
+        c->paused = 0;
+        bufferevent_enable(bev, EV_READ);
+        tcpstore_arm(c);
+        tcpstore_process(c);
+    }
+}
+
+/* Event callback: EOF or a socket error. */
+static void tcpstore_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    struct ts_conn *c = arg;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        tcpstore_close(c, (what & BEV_EVENT_EOF) ? "peer closed" : strerror(EVUTIL_SOCKET_ERROR()));
+}
+
+/* Format a peer address as "host:port" ("?" when it cannot be). */
+static void tcpstore_peer_name(const struct sockaddr *sa, socklen_t salen, char *buf, size_t n)
+{
+    char host[NI_MAXHOST], port[NI_MAXSERV];
+    if (getnameinfo(sa, salen, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        snprintf(buf, n, "?");
+    else
+        snprintf(buf, n, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+}
+
+/* Allocate a connection around fd and link it in; NULL on failure (fd closed). */
+static struct ts_conn *tcpstore_new(struct tcpstore *ts, int fd)
+{
+    struct server *srv = ts->srv;
+    struct ts_conn *c = calloc(1, sizeof *c);
+    if (c) {
+        c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        c->timer = evtimer_new(srv->base, tcpstore_timer_cb, c);
+    }
+    if (!c || !c->bev || !c->timer) {
+        if (c && c->bev)
+            bufferevent_free(c->bev);
+        else
+            close(fd);
+        if (c && c->timer)
+            event_free(c->timer);
+        free(c);
+        return NULL;
+    }
+    c->ts = ts;
+    c->id = ++ts->next_id;
+    c->req.op = -1;
+    tcpstore_set_state(c, TS_OPEN);
+    c->next = ts->conns;
+    if (ts->conns)
+        ts->conns->prev = c;
+    ts->conns = c;
+    ts->nconns++;
+    srv->nconns++;
+    return c;
+}
+
+/* Take over a socket accepted on the TCPStore listener. */
+static void tcpstore_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen)
+{
+    struct tcpstore *ts = srv->tcpstore;
+    /* TCPStore has no way to say "too many connections": over the shared
+     * --max-connections budget, the socket is just closed. */
+    if (srv->draining || srv->nconns >= srv->opt.max_connections) {
+        if (!srv->draining)
+            stats_inc(&srv->stats, STAT_LIMIT_CONNECTIONS);
+        close(fd);
+        return;
+    }
+    if (srv->opt.nodelay) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    struct ts_conn *c = tcpstore_new(ts, fd);
+    if (!c)
+        return;
+    tcpstore_peer_name(sa, salen, c->peer, sizeof c->peer);
+    stats_inc(&srv->stats, STAT_TS_ACCEPTED);
+    stats_inc(&srv->stats, STAT_TS_CURRENT);
+    bufferevent_setcb(c->bev, tcpstore_read_cb, tcpstore_write_cb, tcpstore_event_cb, c);
+    bufferevent_setwatermark(c->bev, EV_WRITE, srv->opt.max_output / 2, 0);
+    c->want = 1;
+    bufferevent_setwatermark(c->bev, EV_READ, 1, (size_t)srv->opt.tcpstore_max_request);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    log_msg(LOG_DEBUG, "tcpstore conn %llu %s: accepted", (unsigned long long)c->id, c->peer);
+}
+
+/* Check the front end's options against each other; 0 or EX_USAGE after logging why. */
+static int tcpstore_check_options(const struct options *o)
+{
+    if (o->tcpstore_max_key == 0 || o->tcpstore_max_keys == 0) {
+        log_msg(LOG_ERROR, "--tcpstore-max-key and --tcpstore-max-keys-per-request must be positive");
+        return EX_USAGE;
+    }
+    /* The largest single request (a set) must fit what one connection may buffer. */
+    if (o->tcpstore_max_request < o->tcpstore_max_key + o->tcpstore_max_value + 64) {
+        log_msg(LOG_ERROR, "--tcpstore-max-request (%llu) must be at least --tcpstore-max-key + "
+                           "--tcpstore-max-value + 64 (%llu)",
+                (unsigned long long)o->tcpstore_max_request,
+                (unsigned long long)(o->tcpstore_max_key + o->tcpstore_max_value + 64));
+        return EX_USAGE;
+    }
+    return 0;
+}
+
+/* Open the front end's namespace (it cannot have a token: TCPStore clients send none). */
+static int tcpstore_open_ns(struct tcpstore *ts)
+{
+    struct server *srv = ts->srv;
+    const char *name = srv->opt.tcpstore_namespace;
+    int st = 0;
+    if (!*name || strlen(name) > NS_NAME_MAX) {
+        log_msg(LOG_ERROR, "--tcpstore-namespace: expected 1 to %d bytes", NS_NAME_MAX);
+        return EX_USAGE;
+    }
+    if (!ns_token_ok(srv, name, "")) {
+        log_msg(LOG_ERROR, "namespace '%s' requires a token, which TCPStore clients cannot send; "
+                           "pick another --tcpstore-namespace", name);
+        return EX_CONFIG;
+    }
+    if (!(ts->ns = ns_get(srv, name, &st))) {
+        log_msg(LOG_ERROR, "cannot open namespace '%s' for the TCPStore listener", name);
+        return EX_SOFTWARE;
+    }
+    ts->ns->ext_hook = tspark_key_changed;
+    ts->ns->ext_arg = ts;
+    return 0;
+}
+
+/* Bind --tcpstore-listen (a no-op when it is empty) and write its port file; 0 or a sysexits status. */
+int tcpstore_start(struct server *srv)
+{
+    const struct options *o = &srv->opt;
+    if (!o->tcpstore_listen || !*o->tcpstore_listen)
+        return 0;
+    int rc = tcpstore_check_options(o);
+    if (rc)
+        return rc;
+    struct tcpstore *ts = calloc(1, sizeof *ts);
+    if (!ts)
+        return EX_OSERR;
+    ts->srv = srv;
+    srv->tcpstore = ts;
+    if ((rc = tcpstore_open_ns(ts)) != 0)
+        return rc;
+    if ((rc = listener_open_with(srv, o->tcpstore_listen, tcpstore_accept, &ts->listener)) != 0)
+        return rc;
+    const char *pf = o->tcpstore_port_file;
+    if (pf && *pf && server_write_port_file(pf, listener_port(ts->listener)) != 0) {
+        log_msg(LOG_ERROR, "cannot write port file %s", pf);
+        return EX_CANTCREAT;
+    }
+    log_msg(LOG_INFO, "TCPStore listener on %s, namespace '%s'; max-key=%llu max-value=%llu max-keys=%llu",
+            listener_name(ts->listener), ts->ns->name, (unsigned long long)o->tcpstore_max_key,
+            (unsigned long long)o->tcpstore_max_value, (unsigned long long)o->tcpstore_max_keys);
+    return 0;
+}
+
+/* Stop accepting, flush every TCPStore connection and close it (part of the server's drain). */
+void tcpstore_drain(struct server *srv)
+{
+    struct tcpstore *ts = srv->tcpstore;
+    if (!ts)
+        return;
+    listener_close(ts->listener);
+    ts->listener = NULL;
+    for (struct ts_conn *c = ts->conns; c; c = c->next)
+        tcpstore_finish(c);
+}
+
+/* Open TCPStore connections (the drain ends when the native ones and these are gone). */
+size_t tcpstore_nconns(const struct server *srv)
+{
+    return srv->tcpstore ? srv->tcpstore->nconns : 0;
+}
+
+/* Free the front end and every connection it holds (at exit); safe when it never started. */
+void tcpstore_fini(struct server *srv)
+{
+    struct tcpstore *ts = srv->tcpstore;
+    if (!ts)
+        return;
+    while (ts->conns)
+        tcpstore_free(ts->conns);
+    listener_close(ts->listener);
+    tspark_fini(ts);
+    if (ts->ns) {
+        ts->ns->ext_hook = NULL;
+        ts->ns->ext_arg = NULL;
+    }
+    free(ts);
+    srv->tcpstore = NULL;
+}

@@ -1,0 +1,18 @@
+/* The TCPStore front end as the rest of the daemon sees it: start, drain, count, free. */
+#ifndef MUSTERD_TCPSTORE_H
+#define MUSTERD_TCPSTORE_H
+
+#include <stddef.h>
+
+struct server;
+
+/* Bind --tcpstore-listen (a no-op when it is empty) and write its port file; 0 or a sysexits status. */
+int tcpstore_start(struct server *srv);
+/* Stop accepting, flush every TCPStore connection and close it (part of the server's drain). */
+void tcpstore_drain(struct server *srv);
+/* Open TCPStore connections (the drain ends when the native ones and these are gone). */
+size_t tcpstore_nconns(const struct server *srv);
+/* Free the front end and every connection it holds (at exit); safe when it never started. */
+void tcpstore_fini(struct server *srv);
+
+#endif

@@ -1,0 +1,249 @@
+/*
+ * Internals shared by the TCPStore front end's files: tcpstore.c (listener,
+ * connections, input loop, replies), tcpstore_parse.c (numberings and the
+ * incremental request decoder), tcpstore_ops.c (the op table and handlers)
+ * and tcpstore_park.c (parked WAIT and BARRIER callers, queues).
+ */
+#ifndef MUSTERD_TCPSTORE_INT_H
+#define MUSTERD_TCPSTORE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uthash.h>
+
+#include "keyspace.h"
+#include "stats.h"
+
+struct server;
+struct ns;
+struct listener;
+struct bufferevent;
+struct event;
+struct evbuffer;
+struct waiter;
+
+/* The VALIDATE handshake's magic; on the wire (little-endian) CE F7 85 3C. */
+#define TS_MAGIC 0x3C85F7CEu
+/* Bytes that identify the VALIDATE era: the type byte 0 and the magic. */
+#define TS_HANDSHAKE_LEN 5
+
+/* Operations.  A VALIDATE-era type byte is its op's value (0..18); the
+ * older numbering is mapped in tcpstore_parse.c. */
+enum ts_op {
+    TS_VALIDATE,
+    TS_SET,
+    TS_COMPARE_SET,
+    TS_GET,
+    TS_ADD,
+    TS_CHECK,
+    TS_WAIT,
+    TS_GETNUMKEYS,
+    TS_DELETE_KEY,
+    TS_APPEND,
+    TS_MULTI_GET,
+    TS_MULTI_SET,
+    TS_CANCEL_WAIT,
+    TS_PING,
+    TS_QUEUE_PUSH,
+    TS_QUEUE_POP,
+    TS_QUEUE_LEN,
+    TS_LIST_KEYS,
+    TS_BARRIER,
+    TS_WATCH_KEY, /* old numbering only; not supported */
+    TS_NOPS
+};
+
+/* Which numbering a connection speaks, known from its first bytes. */
+enum ts_era { TS_ERA_UNKNOWN, TS_ERA_VALIDATE, TS_ERA_LEGACY };
+
+/* The one-byte answers (CheckResponseType, WaitResponseType). */
+enum { TS_READY = 0, TS_NOT_READY = 1, TS_STOP_WAITING = 0, TS_WAIT_CANCELED = 1 };
+
+/* One field of a request's grammar. */
+enum ts_field {
+    TF_END,
+    TF_U32,   /* little-endian u32 */
+    TF_I64,   /* little-endian i64 */
+    TF_KEY,   /* u64 length + bytes, at most --tcpstore-max-key */
+    TF_VALUE, /* u64 length + bytes, at most --tcpstore-max-value */
+    TF_KEYS,  /* u64 count + count keys */
+    TF_PAIRS, /* u64 count + count (key, value) */
+};
+
+#define TS_MAX_FIELDS 3
+#define TS_MAX_BLOBS 3
+
+/* A length-prefixed string taken from a request: malloc'd, NUL-terminated (len excludes the NUL). */
+struct ts_blob {
+    uint8_t *p;
+    size_t len;
+};
+
+/* A request being decoded from the input, then handled. */
+struct ts_req {
+    int op;         /* enum ts_op; -1 before the type byte is taken */
+    uint8_t code;   /* the type byte as sent */
+    unsigned field; /* next field of the op's grammar */
+    int have_len;   /* the current string's or list's length has been taken */
+    uint64_t len;   /* that length */
+    uint64_t bytes; /* request bytes taken so far */
+    uint32_t u32;
+    int64_t i64;
+    struct ts_blob b[TS_MAX_BLOBS]; /* the single KEY / VALUE fields, in order */
+    unsigned nb;
+    size_t n;       /* list length */
+    size_t got;     /* list strings taken (a pair counts two) */
+    char **keys;    /* list keys */
+    size_t *klens;
+    uint8_t **vals; /* list values (pairs) */
+    size_t *vlens;
+};
+
+enum ts_state { TS_OPEN, TS_FLUSHING, TS_DEAD };
+
+struct ts_park;
+
+/* One TCPStore client connection. */
+struct ts_conn {
+    struct tcpstore *ts;
+    struct bufferevent *bev;
+    struct event *timer; /* first-request and slow-reader deadlines, flush bound, deferred free */
+    struct ts_conn *prev, *next;
+    enum ts_state state;
+    enum ts_era era;
+    int validated;       /* a first request completed */
+    int paused;          /* reading stopped: output above --max-output */
+    size_t want;         /* read low watermark in force */
+    uint64_t id;
+    uint64_t first_rx_ms, paused_ms, state_ms;
+    struct ts_req req;
+    struct ts_park *park; /* the parked WAIT or BARRIER, or NULL */
+    char peer[64];
+};
+
+/* A parked WAIT (core waiter plus queue links) or BARRIER caller. */
+struct ts_qlink {
+    struct ts_park *p;
+    struct tsq *q;
+    struct ts_qlink *prev, *next;
+};
+
+enum ts_park_kind { TS_PARK_WAIT, TS_PARK_BARRIER };
+
+struct ts_park {
+    struct ts_conn *c;
+    enum ts_park_kind kind;
+    struct waiter *w;       /* WAIT: the core waiter on keys absent from the keyspace */
+    size_t n;               /* WAIT: its keys (copies) */
+    char **keys;
+    size_t *klens;
+    struct ts_qlink *qlinks; /* WAIT: one per key, linked while the key is missing */
+    struct ts_bkey *bk;     /* BARRIER: the key it waits on */
+    int64_t world_size;
+    struct ts_park *bprev, *bnext;
+};
+
+/* One queued value. */
+struct ts_qitem {
+    struct ts_qitem *next;
+    uint8_t *data; /* malloc'd, taken from the request */
+    size_t len;
+};
+
+/* A queue (separate from the key-value map, as in TCPStore), with the WAITs parked on its key. */
+struct tsq {
+    UT_hash_handle hh;
+    struct ts_qitem *head, *tail;
+    size_t len;
+    struct ts_qlink *whead, *wtail;
+    size_t klen;
+    char key[];
+};
+
+/* A barrier key with the BARRIER callers parked on it. */
+struct ts_bkey {
+    UT_hash_handle hh;
+    struct ts_park *head;
+    size_t klen;
+    char key[];
+};
+
+/* The front end: one listener, one namespace. */
+struct tcpstore {
+    struct server *srv;
+    struct ns *ns;
+    struct listener *listener;
+    struct ts_conn *conns;
+    size_t nconns;
+    struct tsq *queues;
+    struct ts_bkey *bkeys;
+    uint64_t queue_items, queue_bytes;
+    uint64_t next_id;
+};
+
+/* tcpstore.c: replies and connection control. */
+/* Queue raw bytes on c's output. */
+void tcpstore_put(struct ts_conn *c, const void *p, size_t n);
+/* Queue one byte. */
+void tcpstore_put_u8(struct ts_conn *c, uint8_t v);
+/* Queue a little-endian 64-bit integer. */
+void tcpstore_put_i64(struct ts_conn *c, int64_t v);
+/* Queue a u64 length and the bytes. */
+void tcpstore_put_blob(struct ts_conn *c, const void *p, size_t n);
+/* Count stat, log why at info level and close c (TCPStore has no error reply). */
+void tcpstore_fail(struct ts_conn *c, enum stat_id stat, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Close c at once (freed on a later loop turn); its parked request is dropped silently. */
+void tcpstore_close(struct ts_conn *c, const char *why);
+/* Flush what c has queued, then close it. */
+void tcpstore_finish(struct ts_conn *c);
+/* c's parked request ended: go on with its buffered input on a later callback. */
+void tcpstore_resume(struct ts_conn *c);
+/* Whether bytes can still be queued for c. */
+int tcpstore_live(const struct ts_conn *c);
+
+/* tcpstore_parse.c: numberings and the incremental decoder. */
+enum tsparse_result { TSP_MORE, TSP_DONE, TSP_ERROR };
+/* Decide c's numbering from its first bytes; 0 when known, else the bytes still needed. */
+size_t tsparse_detect(struct ts_conn *c, struct evbuffer *in);
+/* The op of type byte code in era, or -1 when the numbering has no such code. */
+int tsparse_op(enum ts_era era, uint8_t code);
+/* Take request bytes from in into c->req; TSP_MORE sets *want (bytes the input must hold). */
+enum tsparse_result tsparse_step(struct ts_conn *c, struct evbuffer *in, size_t *want);
+/* Free what a request holds and make it empty. */
+void tsparse_reset(struct ts_req *r);
+
+/* tcpstore_ops.c: the op table. */
+typedef void (*tsops_fn)(struct ts_conn *c, struct ts_req *r);
+struct tsops_row {
+    const char *name;
+    enum ts_field fields[TS_MAX_FIELDS];
+    tsops_fn fn; /* NULL: not supported (the connection is closed) */
+};
+/* The row of op. */
+const struct tsops_row *tsops_row(int op);
+/* Handle one decoded request. */
+void tsops_dispatch(struct ts_conn *c, struct ts_req *r);
+
+/* tcpstore_park.c: parked callers and queues. */
+/* WAIT: answer STOP_WAITING now when every key is present, else park c (taking r's key list). */
+void tspark_wait(struct ts_conn *c, struct ts_req *r);
+/* BARRIER: count the arrival at key; answer or park c. */
+void tspark_barrier(struct ts_conn *c, const char *key, size_t klen, int64_t world_size);
+/* CANCEL_WAIT: drop c's parked request and answer WAIT_CANCELED. */
+void tspark_cancel_wait(struct ts_conn *c);
+/* Drop c's parked request without an answer (its connection closes or gave up). */
+void tspark_abandon(struct ts_conn *c);
+/* Whether key holds a value or a non-empty queue. */
+int tspark_present(struct tcpstore *ts, const char *key, size_t klen);
+/* QUEUE_PUSH: append a value (taken) and wake one parked WAIT on the key; 0, or -1 over the limits. */
+int tspark_queue_push(struct ts_conn *c, const char *key, size_t klen, uint8_t *val, size_t vlen);
+/* QUEUE_POP: answer the length before the pop, then the value when there was one. */
+void tspark_queue_pop(struct ts_conn *c, const char *key, size_t klen);
+/* The length of the queue at key. */
+size_t tspark_queue_len(struct tcpstore *ts, const char *key, size_t klen);
+/* The namespace hook: a key changed; release BARRIER callers its count now satisfies. */
+void tspark_key_changed(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e);
+/* Free every queue and barrier key (at exit; parked callers are gone by then). */
+void tspark_fini(struct tcpstore *ts);
+
+#endif

@@ -1,0 +1,246 @@
+/*
+ * The TCPStore op table: each row names an op, the grammar of its request
+ * (read by tcpstore_parse.c) and its handler.  Handlers work on the same
+ * keyspace as native clients, so a value set here is what `muster get`
+ * reads, and an add here counts in the same decimal text as a native add.
+ * Replies are untagged: the client knows what to read from what it asked,
+ * and set, append, multi_set and queue_push have none at all.  An error has
+ * no reply either, so it closes the connection (counted), as torch's own
+ * servers do.
+ */
+#include <uthash.h>
+
+#include "muster.pb-c.h"
+#include "ns.h"
+#include "server.h"
+#include "tcpstore_int.h"
+
+/* The namespace's keyspace for c. */
+static struct keyspace *tsops_ks(struct ts_conn *c)
+{
+    return &c->ts->ns->ks;
+}
+
+/* The first key of a request, as text for the keyspace. */
+static const char *tsops_key(const struct ts_req *r)
+{
+    return (const char *)r->b[0].p;
+}
+
+/* Close c after a keyspace write was refused; st is its wire status. */
+static void tsops_refused(struct ts_conn *c, const struct ts_req *r, int st)
+{
+    const char *op = tsops_row(r->op)->name;
+    if (st == MUSTER__STATUS__NOT_A_NUMBER || st == MUSTER__STATUS__OVERFLOW)
+        tcpstore_fail(c, STAT_TS_BAD_REQUEST, "%s '%.200s': %s", op, tsops_key(r),
+                      st == MUSTER__STATUS__OVERFLOW ? "int64 overflow" : "value is not a decimal integer");
+    else
+        tcpstore_fail(c, STAT_TS_LIMIT_STORE, "%s '%.200s': refused by the namespace's limits (status %d)", op,
+                      tsops_key(r), st);
+}
+
+/* VALIDATE: a repeated handshake must still carry the magic; no reply. */
+static void tsops_validate(struct ts_conn *c, struct ts_req *r)
+{
+    if (r->u32 != TS_MAGIC)
+        tcpstore_fail(c, STAT_TS_BAD_REQUEST, "bad VALIDATE magic 0x%08x", r->u32);
+}
+
+/* SET: store the value (its buffer is handed over, not copied); no reply. */
+static void tsops_set(struct ts_conn *c, struct ts_req *r)
+{
+    uint8_t *val = r->b[1].p;
+    r->b[1].p = NULL;
+    int st = ks_set(tsops_ks(c), tsops_key(r), r->b[0].len, val, r->b[1].len, 1);
+    if (st != MUSTER__STATUS__OK)
+        tsops_refused(c, r, st);
+}
+
+/* COMPARE_SET: TCPStore's rules (keyspace.c); the reply is the value the caller compares. */
+static void tsops_compare_set(struct ts_conn *c, struct ts_req *r)
+{
+    const struct ks_entry *e = NULL;
+    int swapped;
+    int st = ks_compare_set(tsops_ks(c), tsops_key(r), r->b[0].len, r->b[1].p, r->b[1].len, r->b[2].p, r->b[2].len,
+                            &e, &swapped);
+    if (st != MUSTER__STATUS__OK)
+        tsops_refused(c, r, st);
+    else if (e)
+        tcpstore_put_blob(c, e->val, e->vlen);
+    else
+        tcpstore_put_blob(c, r->b[1].p, r->b[1].len); /* absent key, non-empty expected */
+}
+
+/* GET: the value, or an empty one for an absent key (as the libuv server answers). */
+static void tsops_get(struct ts_conn *c, struct ts_req *r)
+{
+    const struct ks_entry *e = ks_get(tsops_ks(c), tsops_key(r), r->b[0].len);
+    tcpstore_put_blob(c, e ? e->val : NULL, e ? e->vlen : 0);
+}
+
+/* ADD: int64 kept as decimal text; the reply is the new value. */
+static void tsops_add(struct ts_conn *c, struct ts_req *r)
+{
+    int64_t v = 0;
+    int st = ks_add(tsops_ks(c), tsops_key(r), r->b[0].len, r->i64, &v);
+    if (st != MUSTER__STATUS__OK)
+        tsops_refused(c, r, st);
+    else
+        tcpstore_put_i64(c, v);
+}
+
+/* CHECK: READY (0) only when every key holds a value or a non-empty queue. */
+static void tsops_check(struct ts_conn *c, struct ts_req *r)
+{
+    size_t i = 0;
+    while (i < r->n && tspark_present(c->ts, r->keys[i], r->klens[i]))
+        i++;
+    tcpstore_put_u8(c, i == r->n ? TS_READY : TS_NOT_READY);
+}
+
+/* WAIT: STOP_WAITING once every key is present (parked meanwhile). */
+static void tsops_wait(struct ts_conn *c, struct ts_req *r)
+{
+    tspark_wait(c, r);
+}
+
+/* GETNUMKEYS: keys in the namespace (native ones too; queues are not keys). */
+static void tsops_num_keys(struct ts_conn *c, struct ts_req *r)
+{
+    (void)r;
+    tcpstore_put_i64(c, (int64_t)ks_count(tsops_ks(c)));
+}
+
+/* DELETE_KEY: 1 when the key existed, else 0. */
+static void tsops_delete(struct ts_conn *c, struct ts_req *r)
+{
+    tcpstore_put_i64(c, ks_delete(tsops_ks(c), tsops_key(r), r->b[0].len));
+}
+
+/* APPEND: extend or create; no reply. */
+static void tsops_append(struct ts_conn *c, struct ts_req *r)
+{
+    size_t len;
+    int st = ks_append(tsops_ks(c), tsops_key(r), r->b[0].len, r->b[1].p, r->b[1].len, &len);
+    if (st != MUSTER__STATUS__OK)
+        tsops_refused(c, r, st);
+}
+
+/* MULTI_GET: every value back to back, empty for absent keys, no count. */
+static void tsops_multi_get(struct ts_conn *c, struct ts_req *r)
+{
+    for (size_t i = 0; i < r->n && tcpstore_live(c); i++) {
+        const struct ks_entry *e = ks_get(tsops_ks(c), r->keys[i], r->klens[i]);
+        tcpstore_put_blob(c, e ? e->val : NULL, e ? e->vlen : 0);
+    }
+}
+
+/* MULTI_SET: every pair in order (values handed over); no reply. */
+static void tsops_multi_set(struct ts_conn *c, struct ts_req *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        uint8_t *val = r->vals[i];
+        r->vals[i] = NULL;
+        int st = ks_set(tsops_ks(c), r->keys[i], r->klens[i], val, r->vlens[i], 1);
+        if (st != MUSTER__STATUS__OK) {
+            tcpstore_fail(c, STAT_TS_LIMIT_STORE, "multi_set '%.200s': refused by the namespace's limits (status %d)",
+                          r->keys[i], st);
+            return;
+        }
+    }
+}
+
+/* CANCEL_WAIT: always answered WAIT_CANCELED, after any STOP_WAITING already queued. */
+static void tsops_cancel_wait(struct ts_conn *c, struct ts_req *r)
+{
+    (void)r;
+    tspark_cancel_wait(c);
+}
+
+/* PING: echo the nonce. */
+static void tsops_ping(struct ts_conn *c, struct ts_req *r)
+{
+    uint8_t b[4] = {(uint8_t)r->u32, (uint8_t)(r->u32 >> 8), (uint8_t)(r->u32 >> 16), (uint8_t)(r->u32 >> 24)};
+    tcpstore_put(c, b, sizeof b);
+}
+
+/* QUEUE_PUSH: append to the key's queue, waking one parked WAIT; no reply. */
+static void tsops_queue_push(struct ts_conn *c, struct ts_req *r)
+{
+    uint8_t *val = r->b[1].p;
+    r->b[1].p = NULL;
+    if (tspark_queue_push(c, tsops_key(r), r->b[0].len, val, r->b[1].len) != 0)
+        tcpstore_fail(c, STAT_TS_LIMIT_STORE, "queue_push '%.200s': queues are full", tsops_key(r));
+}
+
+/* QUEUE_POP: the length before the pop, then the value when there was one. */
+static void tsops_queue_pop(struct ts_conn *c, struct ts_req *r)
+{
+    tspark_queue_pop(c, tsops_key(r), r->b[0].len);
+}
+
+/* QUEUE_LEN: the queue's length. */
+static void tsops_queue_len(struct ts_conn *c, struct ts_req *r)
+{
+    tcpstore_put_i64(c, (int64_t)tspark_queue_len(c->ts, tsops_key(r), r->b[0].len));
+}
+
+/* LIST_KEYS: the count, then every key of the namespace (hash order). */
+static void tsops_list_keys(struct ts_conn *c, struct ts_req *r)
+{
+    (void)r;
+    struct keyspace *ks = tsops_ks(c);
+    tcpstore_put_i64(c, (int64_t)ks_count(ks));
+    for (struct ks_entry *e = ks->map; e; e = e->hh.next)
+        tcpstore_put_blob(c, e->key, e->klen);
+}
+
+/* BARRIER: count the arrival in the key; STOP_WAITING once the count reaches world_size. */
+static void tsops_barrier(struct ts_conn *c, struct ts_req *r)
+{
+    tspark_barrier(c, tsops_key(r), r->b[0].len, r->i64);
+}
+
+/* The table, by op.  A row without a handler is an op this server does not serve. */
+static const struct tsops_row tsops_rows[TS_NOPS] = {
+    [TS_VALIDATE] = {"validate", {TF_U32}, tsops_validate},
+    [TS_SET] = {"set", {TF_KEY, TF_VALUE}, tsops_set},
+    [TS_COMPARE_SET] = {"compare_set", {TF_KEY, TF_VALUE, TF_VALUE}, tsops_compare_set},
+    [TS_GET] = {"get", {TF_KEY}, tsops_get},
+    [TS_ADD] = {"add", {TF_KEY, TF_I64}, tsops_add},
+    [TS_CHECK] = {"check", {TF_KEYS}, tsops_check},
+    [TS_WAIT] = {"wait", {TF_KEYS}, tsops_wait},
+    [TS_GETNUMKEYS] = {"getnumkeys", {TF_END}, tsops_num_keys},
+    [TS_DELETE_KEY] = {"delete_key", {TF_KEY}, tsops_delete},
+    [TS_APPEND] = {"append", {TF_KEY, TF_VALUE}, tsops_append},
+    [TS_MULTI_GET] = {"multi_get", {TF_KEYS}, tsops_multi_get},
+    [TS_MULTI_SET] = {"multi_set", {TF_PAIRS}, tsops_multi_set},
+    [TS_CANCEL_WAIT] = {"cancel_wait", {TF_END}, tsops_cancel_wait},
+    [TS_PING] = {"ping", {TF_U32}, tsops_ping},
+    [TS_QUEUE_PUSH] = {"queue_push", {TF_KEY, TF_VALUE}, tsops_queue_push},
+    [TS_QUEUE_POP] = {"queue_pop", {TF_KEY}, tsops_queue_pop},
+    [TS_QUEUE_LEN] = {"queue_len", {TF_KEY}, tsops_queue_len},
+    [TS_LIST_KEYS] = {"list_keys", {TF_END}, tsops_list_keys},
+    [TS_BARRIER] = {"barrier", {TF_KEY, TF_I64}, tsops_barrier},
+    /* Torch 1.x sends WATCH_KEY on a second connection it opens per store;
+     * watch callbacks are not served, so a watchKey() call loses it. */
+    [TS_WATCH_KEY] = {"watch_key", {TF_KEY}, NULL},
+};
+
+/* The row of op. */
+const struct tsops_row *tsops_row(int op)
+{
+    return &tsops_rows[op];
+}
+
+/* Handle one decoded request. */
+void tsops_dispatch(struct ts_conn *c, struct ts_req *r)
+{
+    const struct tsops_row *row = tsops_row(r->op);
+    stats_inc(&c->ts->srv->stats, STAT_TS_REQUESTS);
+    if (!row->fn) {
+        tcpstore_fail(c, STAT_TS_UNSUPPORTED, "%s (type byte %u) is not supported", row->name, r->code);
+        return;
+    }
+    row->fn(c, r);
+}

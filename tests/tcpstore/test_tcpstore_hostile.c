@@ -1,0 +1,314 @@
+/*
+ * musterd's TCPStore listener against bad or slow clients, and in the old
+ * numbering (torch 1.x-2.0, no handshake): oversize fields close only their
+ * connection (counted), a half-sent request stalls no one, a stalled first
+ * request times out while a silent connection is left alone, old clients'
+ * abandoned waits leave no stale byte, WATCH_KEY is refused, the listener
+ * shares --max-connections, a drain closes parked clients, and a namespace
+ * with a token is refused.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "raw.h"
+#include "tswire.h"
+
+#define T_MS 3000
+#define QUIET_MS 200
+
+/* Old-numbering type bytes (torch 1.x-2.0). */
+enum { OLD_SET = 0, OLD_GET = 2, OLD_ADD = 3, OLD_WAIT = 5, OLD_GETNUMKEYS = 6, OLD_WATCH_KEY = 7,
+       OLD_DELETE_KEY = 8, OLD_CANCEL_WAIT = 12 };
+
+static struct h_daemon d;
+static uint16_t port;
+
+/* Send a request with a type byte, a key and an i64 (ADD, BARRIER). */
+static void key_i64(int fd, uint8_t type, const char *key, int64_t v)
+{
+    struct tsw_buf b = {0};
+    tsw_u8(&b, type);
+    tsw_str(&b, key);
+    tsw_u64(&b, (uint64_t)v);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
+}
+
+/* Expect an i64 reply equal to want. */
+static void i64_is(int fd, int64_t want)
+{
+    int ok;
+    int64_t v = tsw_i64(fd, T_MS, &ok);
+    CHECK(ok);
+    CHECK_EQ(v, want);
+}
+
+/* A fresh VALIDATE-era connection answers a PING (the server is fine). */
+static void server_fine(void)
+{
+    int fd = tsw_open(port);
+    struct tsw_buf b = {0};
+    uint8_t echo[4];
+    tsw_u8(&b, TSW_PING);
+    tsw_u32(&b, 42);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
+    CHECK_EQ(tsw_read(fd, echo, sizeof echo, T_MS), 0);
+    CHECK_EQ(echo[0], 42);
+    close(fd);
+}
+
+/* Oversize key, value announced over the limit, too many keys, unknown code, bad magic: each closes. */
+static void t_oversize(void *arg)
+{
+    (void)arg;
+    struct tsw_buf b = {0};
+    long long key0 = h_stat(&d, "limit_tcpstore_key"), val0 = h_stat(&d, "limit_tcpstore_value");
+    long long keys0 = h_stat(&d, "limit_tcpstore_keys_per_request"), bad0 = h_stat(&d, "tcpstore_bad_request");
+    int fd = tsw_open(port);
+    tsw_u8(&b, TSW_GET);
+    tsw_u64(&b, 8192 + 1); /* only the length: it is refused before the body is awaited */
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    CHECK(tsw_closed(fd, T_MS));
+    close(fd);
+    fd = tsw_open(port);
+    tsw_u8(&b, TSW_SET);
+    tsw_str(&b, "/big");
+    tsw_u64(&b, (8u << 20) + 1);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    CHECK(tsw_closed(fd, T_MS));
+    close(fd);
+    fd = tsw_open(port);
+    tsw_u8(&b, TSW_WAIT);
+    tsw_u64(&b, 128 * 1024 + 1);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    CHECK(tsw_closed(fd, T_MS));
+    close(fd);
+    fd = tsw_open(port);
+    tsw_u8(&b, 19); /* one past BARRIER */
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    CHECK(tsw_closed(fd, T_MS));
+    close(fd);
+    fd = tsw_open(port);
+    tsw_u8(&b, TSW_VALIDATE);
+    tsw_u32(&b, 0x3C85F7CF);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    CHECK(tsw_closed(fd, T_MS));
+    close(fd);
+    tsw_free(&b);
+    CHECK_EQ(h_stat(&d, "limit_tcpstore_key"), key0 + 1);
+    CHECK_EQ(h_stat(&d, "limit_tcpstore_value"), val0 + 1);
+    CHECK_EQ(h_stat(&d, "limit_tcpstore_keys_per_request"), keys0 + 1);
+    CHECK_EQ(h_stat(&d, "tcpstore_bad_request"), bad0 + 2);
+    server_fine();
+}
+
+/* A client stopping inside a request delays no one; finishing it later works. */
+static void t_half_sent(void *arg)
+{
+    (void)arg;
+    static const uint8_t head[] = {TSW_SET, 0x04, 0x00, 0x00, 0x00}; /* type and half the key length */
+    static const uint8_t rest[] = {0x00, 0x00, 0x00, 0x00, '/', 'h', 'a', 'f', 0x01, 0, 0, 0, 0, 0, 0, 0, 'z'};
+    int a = tsw_open(port), b = tsw_open(port);
+    CHECK_EQ(raw_send(a, head, sizeof head), 0);
+    /* A large value arriving in two halves from a third client. */
+    int c = tsw_open(port);
+    size_t big = 1u << 20;
+    char *val = malloc(big);
+    memset(val, 'v', big);
+    struct tsw_buf buf = {0};
+    tsw_u8(&buf, TSW_SET);
+    tsw_str(&buf, "/big-half");
+    tsw_u64(&buf, big);
+    tsw_raw(&buf, val, big / 2);
+    CHECK_EQ(tsw_send(c, &buf), 0);
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < 50; i++) {
+        key_i64(b, TSW_ADD, "/counter", 1);
+        i64_is(b, i + 1);
+    }
+    CHECK(h_now_ms() - t0 < 2000);
+    CHECK_EQ(raw_send(a, rest, sizeof rest), 0);
+    CHECK_EQ(tsw_req(a, TSW_GET, "/haf", NULL), 0);
+    char *v = tsw_blob(a, T_MS, NULL);
+    CHECK_STR(v, "z");
+    free(v);
+    tsw_raw(&buf, val + big / 2, big - big / 2);
+    tsw_u8(&buf, TSW_PING); /* its echo says the set was applied */
+    tsw_u32(&buf, 77);
+    CHECK_EQ(tsw_send(c, &buf), 0);
+    uint8_t echo[4];
+    CHECK_EQ(tsw_read(c, echo, sizeof echo, T_MS), 0);
+    size_t len = 0;
+    CHECK_EQ(tsw_req(b, TSW_GET, "/big-half", NULL), 0);
+    v = tsw_blob(b, T_MS, &len);
+    CHECK(v && len == big && v[0] == 'v' && v[big - 1] == 'v');
+    free(v);
+    free(val);
+    tsw_free(&buf);
+    close(a);
+    close(b);
+    close(c);
+}
+
+/* The old numbering: detected without a handshake; ADD, GET, GETNUMKEYS, DELETE_KEY, CANCEL_WAIT. */
+static void t_legacy_ops(void *arg)
+{
+    (void)arg;
+    long long old0 = h_stat(&d, "tcpstore_legacy_era");
+    int fd = tsw_connect(port);
+    key_i64(fd, OLD_ADD, "init/", 1);
+    i64_is(fd, 1);
+    CHECK_EQ(tsw_req(fd, OLD_SET, "/old", "value", NULL), 0);
+    CHECK_EQ(tsw_req(fd, OLD_GET, "/old", NULL), 0);
+    char *v = tsw_blob(fd, T_MS, NULL);
+    CHECK_STR(v, "value");
+    free(v);
+    CHECK_EQ(tsw_req(fd, OLD_GETNUMKEYS, NULL), 0);
+    int ok;
+    int64_t n = tsw_i64(fd, T_MS, &ok);
+    CHECK(ok && n >= 2);
+    CHECK_EQ(tsw_req(fd, OLD_DELETE_KEY, "/old", NULL), 0);
+    i64_is(fd, 1);
+    CHECK_EQ(tsw_req(fd, OLD_CANCEL_WAIT, NULL), 0);
+    CHECK_EQ(tsw_byte(fd, T_MS), 1);
+    CHECK_EQ(h_stat(&d, "tcpstore_legacy_era"), old0 + 1);
+    close(fd);
+}
+
+/* An old client's timed-out wait (it just sends its next request) is dropped: no stale byte later. */
+static void t_legacy_abandoned_wait(void *arg)
+{
+    (void)arg;
+    long long ab0 = h_stat(&d, "tcpstore_waits_abandoned");
+    int a = tsw_connect(port), b = tsw_open(port);
+    struct tsw_buf buf = {0};
+    tsw_u8(&buf, OLD_WAIT);
+    tsw_u64(&buf, 1);
+    tsw_str(&buf, "/old-wait");
+    CHECK_EQ(tsw_send(a, &buf), 0);
+    tsw_free(&buf);
+    CHECK(tsw_quiet(a, QUIET_MS));
+    key_i64(a, OLD_ADD, "/old-ctr", 1);
+    i64_is(a, 1); /* the reply, not a STOP_WAITING byte in front of it */
+    CHECK_EQ(tsw_req(b, TSW_SET, "/old-wait", "now", NULL), 0);
+    CHECK_EQ(tsw_req(a, OLD_GETNUMKEYS, NULL), 0);
+    int ok;
+    int64_t n = tsw_i64(a, T_MS, &ok);
+    CHECK(ok && n >= 2 && n < 1000);
+    CHECK(tsw_quiet(a, QUIET_MS));
+    CHECK_EQ(h_stat(&d, "tcpstore_waits_abandoned"), ab0 + 1);
+    close(a);
+    close(b);
+}
+
+/* WATCH_KEY (old numbering) is not served: counted, connection closed, server fine. */
+static void t_legacy_watch_key(void *arg)
+{
+    (void)arg;
+    long long u0 = h_stat(&d, "tcpstore_unsupported");
+    int fd = tsw_connect(port);
+    CHECK_EQ(tsw_req(fd, OLD_WATCH_KEY, "/watched", NULL), 0);
+    CHECK(tsw_closed(fd, T_MS));
+    close(fd);
+    CHECK_EQ(h_stat(&d, "tcpstore_unsupported"), u0 + 1);
+    server_fine();
+}
+
+/* A stalled first request is closed after --tcpstore-validate-timeout; a silent connection stays. */
+static void t_validate_timeout(void *arg)
+{
+    (void)arg;
+    static const uint8_t part[] = {0x00, 0xCE};
+    int silent = tsw_connect(port), stalled = tsw_connect(port);
+    CHECK_EQ(raw_send(stalled, part, sizeof part), 0);
+    CHECK(tsw_closed(stalled, T_MS));
+    CHECK(tsw_quiet(silent, 2 * QUIET_MS)); /* still open: it never started a request */
+    static const uint8_t rest[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C, 0x0D, 1, 2, 3, 4};
+    uint8_t echo[4];
+    CHECK_EQ(raw_send(silent, rest, sizeof rest), 0);
+    CHECK_EQ(tsw_read(silent, echo, sizeof echo, T_MS), 0);
+    CHECK_EQ(echo[3], 4);
+    CHECK(h_stat(&d, "tcpstore_validate_timeout") >= 1);
+    close(silent);
+    close(stalled);
+}
+
+/* TCPStore connections count in --max-connections; one too many is closed at once. */
+static void t_max_connections(void *arg)
+{
+    (void)arg;
+    struct h_daemon d2;
+    const char *extra[] = {"--max-connections", "2", NULL};
+    uint16_t p2 = tsw_start(&d2, extra);
+    int a = tsw_open(p2), b = tsw_open(p2), c = tsw_connect(p2);
+    CHECK(tsw_closed(c, T_MS));
+    CHECK_EQ(h_stat(&d2, "limit_connections"), 1);
+    close(a);
+    close(b);
+    close(c);
+    CHECK_EQ(h_stop(&d2), 0);
+}
+
+/* SIGTERM drains: a parked TCPStore wait sees its connection close, and the daemon exits 0. */
+static void t_drain(void *arg)
+{
+    (void)arg;
+    struct h_daemon d2;
+    uint16_t p2 = tsw_start(&d2, NULL);
+    int a = tsw_open(p2);
+    struct tsw_buf buf = {0};
+    tsw_u8(&buf, TSW_WAIT);
+    tsw_u64(&buf, 1);
+    tsw_str(&buf, "/never");
+    CHECK_EQ(tsw_send(a, &buf), 0);
+    tsw_free(&buf);
+    CHECK(tsw_quiet(a, QUIET_MS));
+    int64_t t0 = h_now_ms();
+    CHECK_EQ(h_stop(&d2), 0);
+    CHECK(h_now_ms() - t0 < 4000);
+    CHECK(tsw_closed(a, T_MS));
+    close(a);
+}
+
+/* The listener's namespace cannot have a token (TCPStore clients cannot send one). */
+static void t_token_refused(void *arg)
+{
+    (void)arg;
+    const char *bin = getenv("MUSTER_TEST_MUSTERD");
+    pid_t pid = fork();
+    if (pid == 0) {
+        (void)!freopen("/dev/null", "w", stderr);
+        execl(bin, bin, "--listen", "127.0.0.1:0", "--tcpstore-listen", "127.0.0.1:0", "--token", "tcpstore=secret",
+              (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 78); /* EX_CONFIG */
+}
+
+int main(void)
+{
+    h_init("tcpstore-hostile", 120);
+    const char *extra[] = {"--tcpstore-validate-timeout", "300", NULL};
+    port = tsw_start(&d, extra);
+    if (!port)
+        return h_finish();
+    H_RUN(t_oversize, NULL);
+    H_RUN(t_half_sent, NULL);
+    H_RUN(t_legacy_ops, NULL);
+    H_RUN(t_legacy_abandoned_wait, NULL);
+    H_RUN(t_legacy_watch_key, NULL);
+    H_RUN(t_validate_timeout, NULL);
+    H_RUN(t_max_connections, NULL);
+    H_RUN(t_drain, NULL);
+    H_RUN(t_token_refused, NULL);
+    CHECK_EQ(h_stop(&d), 0);
+    return h_finish();
+}
