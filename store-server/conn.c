@@ -34,6 +34,7 @@
 #include "ns.h"
 #include "ops.h"
 #include "pbuf.h"
+#include "persist.h"
 #include "rdzv.h"
 #include "server.h"
 #include "watch.h"
@@ -42,6 +43,8 @@
 #define CONN_BATCH 64
 /* How long a closing connection waits for the peer's EOF after its last frame. */
 #define CONN_LINGER_MS 1000
+/* Input read ahead of the frame being waited for; past it, reading pauses until frames are handled. */
+#define CONN_READ_AHEAD (256 * 1024)
 /* Connections being refused at once; beyond this, refusals are silent closes. */
 #define CONN_MAX_REFUSING 1024
 
@@ -74,7 +77,8 @@ static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t 
 {
     if (!conn_live(c))
         return -1;
-    struct evbuffer *out = bufferevent_get_output(c->bev);
+    /* With --data-dir, a frame waits while logged state is not durable yet. */
+    struct evbuffer *out = persist_output(c, bufferevent_get_output(c->bev));
     struct evbuffer_iovec v;
     if (body > UINT32_MAX || evbuffer_reserve_space(out, FRAME_HDR + body, &v, 1) != 1) {
         conn_close(c, "cannot buffer output");
@@ -160,7 +164,7 @@ void conn_finish(struct conn *c)
     conn_set_state(c, CONN_FLUSHING);
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
     bufferevent_enable(c->bev, EV_READ); /* input is discarded from now on */
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 && !persist_holding(c))
         bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
     conn_arm(c);
 }
@@ -214,6 +218,7 @@ static void conn_free(struct conn *c)
 {
     struct server *srv = c->srv;
     conn_cancel_pending(c);
+    persist_conn_gone(c);
     rdzv_conn_closed(c); /* the rendezvous hook: a member's connection is its session */
     watch_conn_closed(c);
     if (c->ns)
@@ -292,7 +297,7 @@ static uint64_t conn_deadline(const struct conn *c)
     case CONN_FLUSHING:
         return c->state_ms + (c->srv->draining ? o->drain_timeout : o->slow_timeout);
     case CONN_LINGER:
-        return c->state_ms + CONN_LINGER_MS;
+        return c->state_ms + (c->srv->draining ? CONN_LINGER_MS / 5 : CONN_LINGER_MS);
     case CONN_DEAD:
         return 0;
     }
@@ -322,6 +327,8 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     uint64_t at = conn_deadline(c);
     if (c->state == CONN_DEAD || c->state == CONN_LINGER) {
         conn_free(c);
+    } else if (!at) {
+        return; /* nothing is due any more */
     } else if (at > conn_now_ms()) {
         conn_arm(c); /* an idle deadline moved on with traffic */
     } else if (c->state == CONN_FLUSHING || c->paused) {
@@ -443,12 +450,13 @@ static int conn_check_len(struct conn *c, uint32_t len)
     return 0;
 }
 
-/* Set the read low watermark so the next callback comes when want bytes are in. */
+/* Set the read watermarks: the next callback comes when want bytes are in, and a
+ * client that pipelines faster than it is served is read no further ahead. */
 static void conn_want(struct conn *c, size_t want)
 {
     if (c->want != want) {
         c->want = want;
-        bufferevent_setwatermark(c->bev, EV_READ, want, 0);
+        bufferevent_setwatermark(c->bev, EV_READ, want, want + CONN_READ_AHEAD);
     }
 }
 
@@ -500,7 +508,7 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
     struct evbuffer *out = bufferevent_get_output(bev);
-    if (c->state == CONN_FLUSHING && evbuffer_get_length(out) == 0) {
+    if (c->state == CONN_FLUSHING && evbuffer_get_length(out) == 0 && !persist_holding(c)) {
         /* Shut our side and read until the peer's EOF, so unread input does
          * not turn the close into a reset that could eat the last frame. */
         shutdown(bufferevent_getfd(bev), SHUT_WR);
@@ -574,7 +582,7 @@ static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *
     bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
     bufferevent_setwatermark(c->bev, EV_WRITE, srv->opt.max_output / 2, 0);
     c->want = FRAME_HDR;
-    bufferevent_setwatermark(c->bev, EV_READ, FRAME_HDR, 0);
+    bufferevent_setwatermark(c->bev, EV_READ, FRAME_HDR, FRAME_HDR + CONN_READ_AHEAD);
     return c;
 }
 

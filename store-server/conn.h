@@ -13,6 +13,7 @@ struct server;
 struct ns;
 struct bufferevent;
 struct event;
+struct evbuffer;
 
 enum conn_state {
     CONN_HELLO,    /* waiting for Hello: pre-hello limits apply */
@@ -45,6 +46,9 @@ struct conn {
     uint64_t session_id;
     uint64_t born_ms, last_rx_ms, paused_ms, state_ms;
     void *rdzv;     /* rendezvous membership, owned by rdzv.c */
+    struct evbuffer *held;           /* frames waiting for the log to be durable (persist.c) */
+    uint64_t hold_lsn;               /* the log record they wait for */
+    struct conn *hold_prev, *hold_next;
     char peer[64];
     char name[64];
 };

@@ -24,6 +24,7 @@
 
 struct listener {
     struct server *srv;
+    listener_accept_fn accept;
     struct evconnlistener *evl;
     struct event *retry;
     uint16_t port;
@@ -80,7 +81,7 @@ static void listener_accept_cb(struct evconnlistener *evl, evutil_socket_t fd, s
 {
     (void)evl;
     struct listener *l = arg;
-    conn_accept(l->srv, fd, sa, (socklen_t)salen);
+    l->accept(l->srv, fd, sa, (socklen_t)salen);
 }
 
 /* Re-enable accepting after a pause for descriptor exhaustion. */
@@ -152,8 +153,8 @@ static int listener_bind(struct listener *l, const char *spec, const struct addr
     return 0;
 }
 
-/* Bind and listen on spec; 0, or a sysexits status after logging why. */
-int listener_open(struct server *srv, const char *spec, struct listener **out)
+/* Bind and listen on spec, handing accepted sockets to accept; 0, or a sysexits status. */
+int listener_open_with(struct server *srv, const char *spec, listener_accept_fn accept, struct listener **out)
 {
     char host[256], port[8];
     uint16_t p;
@@ -176,6 +177,7 @@ int listener_open(struct server *srv, const char *spec, struct listener **out)
         return EX_OSERR;
     }
     l->srv = srv;
+    l->accept = accept;
     rc = listener_bind(l, spec, ai);
     freeaddrinfo(ai);
     if (rc) {
@@ -184,6 +186,12 @@ int listener_open(struct server *srv, const char *spec, struct listener **out)
     }
     *out = l;
     return 0;
+}
+
+/* Bind and listen on spec for native clients; 0, or a sysexits status after logging why. */
+int listener_open(struct server *srv, const char *spec, struct listener **out)
+{
+    return listener_open_with(srv, spec, conn_accept, out);
 }
 
 /* The port actually bound (useful with port 0). */

@@ -6,6 +6,7 @@
 
 #include "listener.h"
 #include "log.h"
+#include "notify.h"
 #include "server.h"
 
 /* Log one line naming the version, libraries, listeners and main limits. */
@@ -32,8 +33,10 @@ int main(int argc, char **argv)
     int rc = server_init(&srv, argc, argv);
     if (rc < 0 && (rc = server_start(&srv)) == 0) {
         main_startup_line(&srv);
+        notify_ready(&srv);
         rc = server_run(&srv);
     }
+    notify_fini(&srv);
     server_fini(&srv);
     return rc;
 }

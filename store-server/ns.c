@@ -13,6 +13,7 @@
 
 #include "barrier.h"
 #include "log.h"
+#include "persist.h"
 #include "rdzv.h"
 #include "server.h"
 #include "waiters.h"
@@ -104,9 +105,13 @@ int ns_token_ok(struct server *srv, const char *name, const char *token)
 static void ns_on_change(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
 {
     struct ns *ns = arg;
+    persist_key(ns, what == KS_DELETE, key, klen, e ? e->val : NULL, e ? e->vlen : 0);
+    rdzv_note_key(ns, key, klen);
     watch_notify(ns, what, key, klen, e);
     if (what == KS_SET)
         waiters_key_set(ns, key, klen);
+    if (ns->ext_hook)
+        ns->ext_hook(ns->ext_arg, what, key, klen, e);
 }
 
 /* The namespace called name, or NULL. */

@@ -22,6 +22,8 @@ struct ns {
     struct barrier *barriers; /* by name (barrier.c) */
     struct watch *watches;    /* (watch.c) */
     void *rdzv;               /* rendezvous state, owned by rdzv.c */
+    ks_hook_fn ext_hook;      /* another front end's change hook (the TCPStore listener), or NULL */
+    void *ext_arg;
     size_t nconns;            /* connections that said hello to this namespace */
     char name[];
 };

@@ -92,7 +92,8 @@ static const struct opt_row opt_rows[] = {
     {"nodelay", "MUSTER_NODELAY", OPT_BOOL, UNIT_COUNT, "true", OFF(nodelay),
      "set TCP_NODELAY on client connections", -1, 0, 0},
     {"token", "MUSTER_TOKEN", OPT_LIST, UNIT_COUNT, "", OFF(token),
-     "NS=TOKEN: namespace NS requires TOKEN (repeatable); namespaces without one are open", STAT_AUTH_FAILED, 0,
+     "NS=TOKEN: namespace NS requires TOKEN (repeatable; visible in ps, prefer --token-file); namespaces without "
+     "one are open", STAT_AUTH_FAILED, 0,
      OPTF_SECRET},
     {"token-file", "MUSTER_TOKEN_FILE", OPT_STR, UNIT_COUNT, "", OFF(token_file),
      "file of 'NS TOKEN' lines ('#' comments), read at start", -1, 0, 0},
@@ -100,6 +101,40 @@ static const struct opt_row opt_rows[] = {
      "error, warn, info or debug", -1, 0, 0},
     {"log-file", "MUSTER_LOG_FILE", OPT_STR, UNIT_COUNT, "", OFF(log_file),
      "append the log here instead of stderr; SIGHUP reopens it", -1, 0, 0},
+    {"tcpstore-listen", "MUSTER_TCPSTORE_LISTEN", OPT_STR, UNIT_COUNT, "", OFF(tcpstore_listen),
+     "HOST:PORT of a listener speaking torch.distributed's TCPStore protocol (off when empty)", -1, 0, 0},
+    {"tcpstore-port-file", "MUSTER_TCPSTORE_PORT_FILE", OPT_STR, UNIT_COUNT, "", OFF(tcpstore_port_file),
+     "write the TCPStore listener's port here, one line, before --port-file is written", -1, 0, 0},
+    {"tcpstore-namespace", "MUSTER_TCPSTORE_NAMESPACE", OPT_STR, UNIT_COUNT, "tcpstore", OFF(tcpstore_namespace),
+     "namespace holding the TCPStore listener's keys (shared with native clients; no token allowed)", -1, 0, 0},
+    {"tcpstore-max-key", "MUSTER_TCPSTORE_MAX_KEY", OPT_UINT, UNIT_BYTES, "8K", OFF(tcpstore_max_key),
+     "longest TCPStore key; a longer one closes the connection", STAT_TS_LIMIT_KEY, U32, 0},
+    {"tcpstore-max-value", "MUSTER_TCPSTORE_MAX_VALUE", OPT_UINT, UNIT_BYTES, "8M", OFF(tcpstore_max_value),
+     "largest TCPStore value (--max-value also bounds what is stored)", STAT_TS_LIMIT_VALUE, U32, 0},
+    {"tcpstore-max-keys-per-request", "MUSTER_TCPSTORE_MAX_KEYS_PER_REQUEST", OPT_UINT, UNIT_COUNT, "128K",
+     OFF(tcpstore_max_keys), "keys in one TCPStore check/wait/multi_get/multi_set", STAT_TS_LIMIT_KEYS, U32, 0},
+    {"tcpstore-max-request", "MUSTER_TCPSTORE_MAX_REQUEST", OPT_UINT, UNIT_BYTES, "64M", OFF(tcpstore_max_request),
+     "bytes of one TCPStore request, and of unread input per connection", STAT_TS_LIMIT_REQUEST, NOCAP, 0},
+    {"tcpstore-validate-timeout", "MUSTER_TCPSTORE_VALIDATE_TIMEOUT", OPT_UINT, UNIT_MS, "10000",
+     OFF(tcpstore_validate_timeout),
+     "close a TCPStore connection whose first request is still incomplete this long after its first byte (0 = "
+     "never)", STAT_TS_VALIDATE_TIMEOUT, U32, 0},
+    {"metrics-listen", "MUSTER_METRICS_LISTEN", OPT_STR, UNIT_COUNT, "", OFF(metrics_listen),
+     "HOST:PORT for HTTP /metrics, /healthz, /readyz and /v1/jobs (unauthenticated; empty = off)", -1, 0, 0},
+    {"metrics-port-file", "MUSTER_METRICS_PORT_FILE", OPT_STR, UNIT_COUNT, "", OFF(metrics_port_file),
+     "write the metrics listener's port here once it is bound", -1, 0, 0},
+    {"metrics-timeout", "MUSTER_METRICS_TIMEOUT", OPT_UINT, UNIT_MS, "10000", OFF(metrics_timeout),
+     "close an HTTP connection idle this long (whole seconds; enforced by evhttp, not counted)", -1, U32, 0},
+    {"metrics-max-request", "MUSTER_METRICS_MAX_REQUEST", OPT_UINT, UNIT_BYTES, "8K", OFF(metrics_max_request),
+     "largest HTTP request headers or body (enforced by evhttp with a 4xx reply, not counted)", -1, U32, 0},
+    {"data-dir", "MUSTER_DATA_DIR", OPT_STR, UNIT_COUNT, "", OFF(data_dir),
+     "keep state in this directory (log + snapshot) and recover it at start; empty = memory only", -1, 0, 0},
+    {"fsync", "MUSTER_FSYNC", OPT_STR, UNIT_COUNT, "always", OFF(fsync),
+     "with --data-dir: always (replies wait for fsync; survives power loss), everysec (replies wait for the "
+     "write; a power loss may lose the last second) or never (the kernel decides)", -1, 0, 0},
+    {"compact-bytes", "MUSTER_COMPACT_BYTES", OPT_UINT, UNIT_BYTES, "64M", OFF(compact_bytes),
+     "start a new log segment and compact older ones into the snapshot once a segment reaches this size",
+     STAT_PERSIST_SNAPSHOTS, NOCAP, 0},
 };
 
 #define OPT_NROWS (sizeof opt_rows / sizeof opt_rows[0])
@@ -350,6 +385,8 @@ static int opt_validate(struct options *o)
     if (o->wait_timeout == 0 || o->max_wait_timeout < o->wait_timeout)
         return opt_usage("--wait-timeout (%s) must be positive and at most --max-wait-timeout (%s)",
                          opt_num(o->wait_timeout, a, sizeof a), opt_num(o->max_wait_timeout, b, sizeof b));
+    if (strcmp(o->fsync, "always") != 0 && strcmp(o->fsync, "everysec") != 0 && strcmp(o->fsync, "never") != 0)
+        return opt_usage("--fsync: expected always, everysec or never, got '%s'%s", o->fsync, "");
     for (size_t i = 0; i < o->token.n; i++)
         if (!strchr(o->token.v[i], '='))
             return opt_usage("--token: expected NS=TOKEN%s%s", "", "");
@@ -461,6 +498,8 @@ void options_print_help(FILE *fp)
         snprintf(head, sizeof head, "--%s%s", r->flag, opt_metavar(r));
         fprintf(fp, "  %-30s %s (default: %s)\n", head, r->env, *r->def ? r->def : "none");
         fprintf(fp, "      %s", r->help);
+        if (r->type == OPT_LIST)
+            fprintf(fp, "; the environment twin takes a comma-separated list");
         if (r->stat >= 0)
             fprintf(fp, "; counted as %s", stats_name(r->stat));
         fputc('\n', fp);

@@ -43,6 +43,21 @@ struct options {
     char *token_file;
     char *log_level;
     char *log_file;
+    char *tcpstore_listen;      /* TCPStore front end (tcpstore.c); "" = off */
+    char *tcpstore_port_file;
+    char *tcpstore_namespace;
+    uint64_t tcpstore_max_key;
+    uint64_t tcpstore_max_value;
+    uint64_t tcpstore_max_keys;
+    uint64_t tcpstore_max_request;
+    uint64_t tcpstore_validate_timeout;
+    char *metrics_listen;
+    char *metrics_port_file;
+    uint64_t metrics_timeout;
+    uint64_t metrics_max_request;
+    char *data_dir;
+    char *fsync;
+    uint64_t compact_bytes;
     int log_level_num;                      /* parsed log_level */
     unsigned char source[OPTIONS_MAX_ROWS]; /* enum opt_source per table row */
 };

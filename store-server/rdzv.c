@@ -25,11 +25,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <utlist.h>
 
 #include "conn.h"
 #include "log.h"
 #include "ns.h"
+#include "persist.h"
 #include "server.h"
 
 struct rdzv;
@@ -65,6 +67,10 @@ struct rdzv {
     uint64_t generation;       /* the latest generation formed; 0 = none yet */
     struct rdzv_set members;   /* that generation's members */
     int running;               /* the latest generation is running (not broken) */
+    uint64_t failures;         /* generations broken */
+    uint32_t world;            /* world size of the latest generation */
+    struct rdzv_event ring[RDZV_RING]; /* the timeline, a ring */
+    size_t ring_next, ring_n;
 };
 
 /* ----------------------------------------------------------- helpers */
@@ -145,6 +151,24 @@ static struct rdzv *rdzv_of(struct ns *ns)
 
 static void rdzv_round_check(struct rdzv *rz);
 
+/* Record one timeline event in the job's ring (what may be NULL). */
+static void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen, const char *what, size_t len)
+{
+    struct rdzv_event *ev = &rz->ring[rz->ring_next];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ev->wall_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    ev->generation = gen;
+    ev->kind = kind;
+    if (len > RDZV_ID_MAX)
+        len = RDZV_ID_MAX;
+    memcpy(ev->what, what ? what : "", what ? len : 0);
+    ev->what[what ? len : 0] = 0;
+    rz->ring_next = (rz->ring_next + 1) % RDZV_RING;
+    if (rz->ring_n < RDZV_RING)
+        rz->ring_n++;
+}
+
 /* ---------------------------------------------------------- breaking */
 
 /* Break the running generation because member lost (known as id) went away: tell every other member now. */
@@ -154,7 +178,9 @@ static void rdzv_break(struct rdzv *rz, struct rdzv_node *lost, const char *id, 
         return;
     struct stats *st = &rz->ns->srv->stats;
     rz->running = 0;
+    rz->failures++;
     stats_inc(st, STAT_RDZV_FAILURES);
+    rdzv_event(rz, RDZV_EV_FAILED, rz->generation, id, strlen(id));
     log_msg(LOG_INFO, "ns '%s': generation %" PRIu64 " broken: node '%s' %s", rz->ns->name, rz->generation, id,
             why);
     for (size_t i = 0; i < rz->members.n; i++) {
@@ -225,6 +251,8 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *joiners)
     qsort(joiners->v, joiners->n, sizeof *joiners->v, rdzv_cmp);
     rz->generation++;
     rz->running = 1;
+    /* Logged before anyone is told the number, so a restart never hands it out again. */
+    persist_generation(rz->ns, rz->generation);
     free(rz->members.v);
     rz->members = *joiners;
     for (size_t i = 0; i < joiners->n; i++) {
@@ -294,6 +322,8 @@ static void rdzv_round_close(struct rdzv *rz)
     stats_inc(&rz->ns->srv->stats, STAT_RDZV_GENERATIONS);
     log_msg(LOG_INFO, "ns '%s': generation %" PRIu64 " formed: %zu nodes, world size %" PRIu32, rz->ns->name,
             rz->generation, rz->members.n, world);
+    rz->world = world;
+    rdzv_event(rz, RDZV_EV_ASSIGNED, rz->generation, NULL, 0);
     rdzv_answer(rz, world);
     char gen[24];
     snprintf(gen, sizeof gen, "%" PRIu64, rz->generation);
@@ -481,6 +511,7 @@ static int rdzv_park(struct rdzv_node *n, const Muster__Request *req)
     else
         rdzv_auto_id(rz, n);
     rdzv_arm(n->join_timer, server_timeout(srv, j->timeout_ms));
+    rdzv_event(rz, RDZV_EV_JOINED, rz->generation + 1, n->id, strlen(n->id));
     return MUSTER__STATUS__OK;
 }
 
@@ -532,6 +563,8 @@ void rdzv_op_leave(struct conn *c, Muster__Request *req)
         conn_reply(c, id, MUSTER__STATUS__NOT_MEMBER, "left before the round closed", NULL);
         rdzv_round_check(n->rz);
     }
+    if (n->generation)
+        rdzv_event(n->rz, RDZV_EV_LEFT, n->generation, n->id, strlen(n->id));
     rdzv_break(n->rz, n, n->id, "left");
     rdzv_node_free(n);
     Muster__RdzvLeaveRes r = MUSTER__RDZV_LEAVE_RES__INIT;
@@ -607,4 +640,67 @@ void rdzv_ns_destroy(struct ns *ns)
     free(rz->members.v);
     free(rz);
     ns->rdzv = NULL;
+}
+
+/* ------------------------------------------------------------ reports */
+
+/* Fill *out for ns; 0, or -1 when the job never used rendezvous. */
+int rdzv_info(const struct ns *ns, struct rdzv_info *out)
+{
+    const struct rdzv *rz = ns->rdzv;
+    memset(out, 0, sizeof *out);
+    if (!rz)
+        return -1;
+    out->generation = rz->generation;
+    out->running = rz->running;
+    out->members = rz->members.n;
+    out->joining = rz->round.n;
+    out->world_size = rz->world;
+    out->failures = rz->failures;
+    return 0;
+}
+
+/* Call fn for each member of ns's latest generation in rank order. */
+void rdzv_each_member(const struct ns *ns, rdzv_member_fn fn, void *arg)
+{
+    const struct rdzv *rz = ns->rdzv;
+    for (size_t i = 0; rz && i < rz->members.n; i++) {
+        const struct rdzv_node *m = rz->members.v[i];
+        fn(arg, m->id, m->node_rank, m->rank_start, m->lws);
+    }
+}
+
+/* Call fn for each kept timeline event of ns, oldest first. */
+void rdzv_each_event(const struct ns *ns, void (*fn)(void *arg, const struct rdzv_event *ev), void *arg)
+{
+    const struct rdzv *rz = ns->rdzv;
+    if (!rz)
+        return;
+    size_t first = (rz->ring_next + RDZV_RING - rz->ring_n) % RDZV_RING;
+    for (size_t i = 0; i < rz->ring_n; i++)
+        fn(arg, &rz->ring[(first + i) % RDZV_RING]);
+}
+
+/* Note a key write: an NCCL id key (nccl/<gen>/...) becomes an id-published event. */
+void rdzv_note_key(struct ns *ns, const char *key, size_t klen)
+{
+    struct rdzv *rz = ns->rdzv;
+    if (!rz || klen < 6 || memcmp(key, "nccl/", 5) != 0 || !memmem(key, klen, "/id/", 4))
+        return;
+    rdzv_event(rz, RDZV_EV_ID_PUBLISHED, strtoull(key + 5, NULL, 10), key, klen);
+}
+
+/* Raise ns's generation counter to at least gen (recovery), so no number is reused. */
+void rdzv_restore_generation(struct ns *ns, uint64_t gen)
+{
+    struct rdzv *rz = rdzv_of(ns);
+    if (rz && gen > rz->generation)
+        rz->generation = gen;
+}
+
+/* The latest generation counter of ns (0 = none). */
+uint64_t rdzv_generation(const struct ns *ns)
+{
+    const struct rdzv *rz = ns->rdzv;
+    return rz ? rz->generation : 0;
 }

@@ -19,8 +19,12 @@
 #include "conn.h"
 #include "listener.h"
 #include "log.h"
+#include "metrics.h"
+#include "notify.h"
 #include "ns.h"
+#include "persist.h"
 #include "rdzv.h"
+#include "tcpstore.h"
 #include "waiters.h"
 
 static const int server_signums[SERVER_NSIGNALS] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
@@ -47,8 +51,8 @@ int server_init(struct server *srv, int argc, char **argv)
     return -1;
 }
 
-/* Write the port atomically (temp file, then rename) so readers never see half a line; 0 on success. */
-static int server_write_port_file(const char *path, uint16_t port)
+/* Write a port atomically (temp file, then rename) so readers never see half a line; 0 on success. */
+int server_write_port_file(const char *path, uint16_t port)
 {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
@@ -98,6 +102,9 @@ static int server_signals(struct server *srv)
 int server_start(struct server *srv)
 {
     const struct strlist *l = &srv->opt.listen;
+    int prc = persist_open(srv); /* recovery comes before any listener opens */
+    if (prc)
+        return prc;
     if (!(srv->listeners = calloc(l->n, sizeof *srv->listeners)))
         return EX_OSERR;
     for (size_t i = 0; i < l->n; i++) {
@@ -106,6 +113,9 @@ int server_start(struct server *srv)
             return rc;
         srv->nlisteners++;
     }
+    int rc = tcpstore_start(srv); /* bound before the port file says the daemon is up */
+    if (rc)
+        return rc;
     if (server_signals(srv) != 0) {
         log_msg(LOG_ERROR, "cannot install signal handlers");
         return EX_OSERR;
@@ -115,7 +125,7 @@ int server_start(struct server *srv)
         log_msg(LOG_ERROR, "cannot write port file %s: %s", pf, strerror(errno));
         return EX_CANTCREAT;
     }
-    return 0;
+    return metrics_start(srv);
 }
 
 /* Run the loop until drained; returns the exit status. */
@@ -155,6 +165,7 @@ void server_drain(struct server *srv, const char *reason)
     if (srv->draining)
         return;
     srv->draining = 1;
+    notify_stopping(reason);
     log_msg(LOG_INFO, "draining (%s): %zu connections, %zu parked requests", reason, srv->nconns, srv->nwaiters);
     for (size_t i = 0; i < srv->nlisteners; i++) {
         listener_close(srv->listeners[i]);
@@ -162,6 +173,7 @@ void server_drain(struct server *srv, const char *reason)
     }
     srv->nlisteners = 0;
     ns_each(srv, server_drain_ns, NULL);
+    tcpstore_drain(srv);
     Muster__ShutdownEvent se = MUSTER__SHUTDOWN_EVENT__INIT;
     se.reason = (char *)reason;
     Muster__Event ev = MUSTER__EVENT__INIT;
@@ -183,7 +195,7 @@ void server_drain(struct server *srv, const char *reason)
 /* Called when a connection is freed; ends the loop once a drain has no connections left. */
 void server_conn_gone(struct server *srv)
 {
-    if (srv->draining && !srv->conns)
+    if (srv->draining && !srv->conns && tcpstore_nconns(srv) == 0)
         event_base_loopbreak(srv->base);
 }
 
@@ -191,9 +203,12 @@ void server_conn_gone(struct server *srv)
 void server_fini(struct server *srv)
 {
     conn_free_all(srv);
+    metrics_stop(srv);
+    persist_close(srv);
     for (size_t i = 0; i < srv->nlisteners; i++)
         listener_close(srv->listeners[i]);
     free(srv->listeners);
+    tcpstore_fini(srv); /* its parked waits belong to a namespace */
     ns_destroy_all(srv);
     waiters_fini(srv);
     for (int i = 0; i < SERVER_NSIGNALS; i++)

@@ -38,6 +38,9 @@ struct server {
     int draining;
     struct event *signals[SERVER_NSIGNALS];
     struct event *drain_timer;
+    struct metrics *metrics; /* the HTTP endpoint (metrics.c), NULL when off */
+    struct persist *persist; /* the data directory (persist.c), NULL when memory only */
+    struct tcpstore *tcpstore; /* the TCPStore listener (tcpstore.c), NULL when off */
 };
 
 /* Parse options and set up logging, the loop and tokens; -1 to go on, else an exit status. */
@@ -58,5 +61,7 @@ uint32_t server_timeout(const struct server *srv, uint32_t timeout_ms);
 int server_waiter_take(struct server *srv);
 /* Release a parked-request slot. */
 void server_waiter_put(struct server *srv);
+/* Write a port atomically (temp file, then rename) so readers never see half a line; 0 on success. */
+int server_write_port_file(const char *path, uint16_t port);
 
 #endif

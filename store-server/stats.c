@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "ops.h"
@@ -15,6 +16,29 @@
 #define STATS_NAME_ROW(id, name) name,
 static const char *const stats_names[STAT_COUNT] = {STATS_LIST(STATS_NAME_ROW)};
 #undef STATS_NAME_ROW
+
+const uint64_t stats_lat_bounds_us[STATS_LAT_BUCKETS - 1] = {STATS_LAT_BOUNDS_US};
+
+/* Nanoseconds on the monotonic clock (for latency). */
+uint64_t stats_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Count one handler run of op_case that took ns nanoseconds in its latency histogram. */
+void stats_observe(struct stats *s, unsigned op_case, uint64_t ns)
+{
+    if (op_case >= STATS_OP_SLOTS)
+        return;
+    uint64_t us = ns / 1000;
+    size_t b = 0;
+    while (b < STATS_LAT_BUCKETS - 1 && us > stats_lat_bounds_us[b])
+        b++;
+    s->lat[op_case][b]++;
+    s->lat_sum_ns[op_case] += ns;
+}
 
 /* The public name of counter id. */
 const char *stats_name(enum stat_id id)

@@ -53,7 +53,30 @@
     X(RDZV_ROUNDS, "rdzv_rounds")                         \
     X(RDZV_GENERATIONS, "rdzv_generations")               \
     X(RDZV_FAILURES, "rdzv_failures")                     \
-    X(RDZV_HEARTBEAT_TIMEOUTS, "rdzv_heartbeat_timeouts")
+    X(RDZV_HEARTBEAT_TIMEOUTS, "rdzv_heartbeat_timeouts") \
+    X(TS_ACCEPTED, "tcpstore_connections_accepted")       \
+    X(TS_CURRENT, "tcpstore_connections_current")         \
+    X(TS_VALIDATE_ERA, "tcpstore_validate_era")           \
+    X(TS_LEGACY_ERA, "tcpstore_legacy_era")               \
+    X(TS_REQUESTS, "tcpstore_requests")                   \
+    X(TS_BAD_REQUEST, "tcpstore_bad_request")             \
+    X(TS_UNSUPPORTED, "tcpstore_unsupported")             \
+    X(TS_WAITS_CANCELED, "tcpstore_waits_canceled")       \
+    X(TS_WAITS_ABANDONED, "tcpstore_waits_abandoned")     \
+    X(TS_VALIDATE_TIMEOUT, "tcpstore_validate_timeout")   \
+    X(TS_LIMIT_KEY, "limit_tcpstore_key")                 \
+    X(TS_LIMIT_VALUE, "limit_tcpstore_value")             \
+    X(TS_LIMIT_KEYS, "limit_tcpstore_keys_per_request")   \
+    X(TS_LIMIT_REQUEST, "limit_tcpstore_request")         \
+    X(TS_LIMIT_STORE, "limit_tcpstore_store")             \
+    X(HTTP_REQUESTS, "http_requests")                     \
+    X(HTTP_NOT_FOUND, "http_not_found")                   \
+    X(PERSIST_RECORDS, "persist_records")                 \
+    X(PERSIST_BYTES, "persist_bytes")                     \
+    X(PERSIST_FSYNCS, "persist_fsyncs")                   \
+    X(PERSIST_SNAPSHOTS, "persist_snapshots")             \
+    X(PERSIST_ERRORS, "persist_errors")                   \
+    X(PERSIST_HELD, "persist_held_frames")
 
 #define STATS_ENUM_ROW(id, name) STAT_##id,
 enum stat_id { STATS_LIST(STATS_ENUM_ROW) STAT_COUNT };
@@ -62,10 +85,19 @@ enum stat_id { STATS_LIST(STATS_ENUM_ROW) STAT_COUNT };
 /* Slots for per-op counters, indexed by the Request op case. */
 #define STATS_OP_SLOTS 64
 
+/* Upper bounds (microseconds) of the per-op latency buckets; one more bucket holds the rest. */
+#define STATS_LAT_BOUNDS_US 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 100000, 1000000
+#define STATS_LAT_BUCKETS 14
+
 struct stats {
     uint64_t c[STAT_COUNT];
     uint64_t op[STATS_OP_SLOTS];
+    uint64_t lat[STATS_OP_SLOTS][STATS_LAT_BUCKETS]; /* handler time per op, by bucket */
+    uint64_t lat_sum_ns[STATS_OP_SLOTS];
 };
+
+/* The bucket bounds as an array of STATS_LAT_BUCKETS - 1 values. */
+extern const uint64_t stats_lat_bounds_us[STATS_LAT_BUCKETS - 1];
 
 /* Add one to counter id. */
 static inline void stats_inc(struct stats *s, enum stat_id id)
@@ -79,6 +111,10 @@ static inline void stats_add(struct stats *s, enum stat_id id, uint64_t n)
     s->c[id] += n;
 }
 
+/* Nanoseconds on the monotonic clock (for latency). */
+uint64_t stats_clock_ns(void);
+/* Count one handler run of op_case that took ns nanoseconds in its latency histogram. */
+void stats_observe(struct stats *s, unsigned op_case, uint64_t ns);
 /* The public name of counter id. */
 const char *stats_name(enum stat_id id);
 /* The counter called name, or -1. */

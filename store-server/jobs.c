@@ -1,0 +1,178 @@
+/*
+ * Job reports.  A job is a namespace: its keyspace size, connections and,
+ * when it used rendezvous, the latest generation, its members and the
+ * timeline ring kept by rdzv.c.  The same facts are rendered as JSON (for
+ * scripts and `muster status --json`) and as a fixed-width table (for a
+ * terminal), so the CLI needs no JSON parser of its own.
+ */
+#include "jobs.h"
+
+#include <event2/buffer.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "ns.h"
+#include "rdzv.h"
+#include "server.h"
+
+static const char *const jobs_event_names[] = {
+    [RDZV_EV_JOINED] = "joined",
+    [RDZV_EV_ASSIGNED] = "assigned",
+    [RDZV_EV_ID_PUBLISHED] = "id_published",
+    [RDZV_EV_FAILED] = "failed",
+    [RDZV_EV_LEFT] = "left",
+};
+
+/* Append s as a JSON string literal (quotes, backslashes and control bytes escaped). */
+static void jobs_json_str(struct evbuffer *b, const char *s)
+{
+    evbuffer_add(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            evbuffer_add_printf(b, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            evbuffer_add_printf(b, "\\u%04x", *p);
+        else
+            evbuffer_add(b, p, 1);
+    }
+    evbuffer_add(b, "\"", 1);
+}
+
+/* The state word of a job: none (never used rendezvous), forming, running or broken. */
+static const char *jobs_state(const struct rdzv_info *ri, int has)
+{
+    if (!has)
+        return "none";
+    if (ri->running)
+        return "running";
+    return ri->generation ? "broken" : "forming";
+}
+
+/* Append one job's summary fields (no braces) as JSON. */
+static void jobs_summary_json(struct ns *ns, struct evbuffer *b)
+{
+    struct rdzv_info ri;
+    int has = rdzv_info(ns, &ri) == 0;
+    evbuffer_add_printf(b, "\"name\":");
+    jobs_json_str(b, ns->name);
+    evbuffer_add_printf(b,
+                        ",\"keys\":%zu,\"bytes\":%" PRIu64 ",\"connections\":%zu,\"state\":\"%s\",\"generation\":%" PRIu64
+                        ",\"num_members\":%zu,\"joining\":%zu,\"world_size\":%" PRIu32 ",\"failures\":%" PRIu64,
+                        ns->ks.count, ns->ks.bytes, ns->nconns, jobs_state(&ri, has), ri.generation, ri.members,
+                        ri.joining, ri.world_size, ri.failures);
+}
+
+/* The list under construction and whether an element was written. */
+struct jobs_list {
+    struct evbuffer *b;
+    int n;
+};
+
+/* Append one namespace to a JSON list. */
+static void jobs_list_one(struct ns *ns, void *arg)
+{
+    struct jobs_list *l = arg;
+    evbuffer_add_printf(l->b, "%s{", l->n++ ? "," : "");
+    jobs_summary_json(ns, l->b);
+    evbuffer_add(l->b, "}", 1);
+}
+
+/* Append {"jobs":[...]} summarising every namespace to buf. */
+void jobs_list_json(struct server *srv, struct evbuffer *buf)
+{
+    struct jobs_list l = {buf, 0};
+    evbuffer_add_printf(buf, "{\"jobs\":[");
+    ns_each(srv, jobs_list_one, &l);
+    evbuffer_add_printf(buf, "]}\n");
+}
+
+/* Append one member as a JSON object. */
+static void jobs_member_json(void *arg, const char *id, uint32_t node_rank, uint32_t rank_start, uint32_t lws)
+{
+    struct jobs_list *l = arg;
+    evbuffer_add_printf(l->b, "%s{\"node_id\":", l->n++ ? "," : "");
+    jobs_json_str(l->b, id);
+    evbuffer_add_printf(l->b, ",\"node_rank\":%" PRIu32 ",\"rank_start\":%" PRIu32 ",\"local_world_size\":%" PRIu32 "}",
+                        node_rank, rank_start, lws);
+}
+
+/* Append one timeline event as a JSON object. */
+static void jobs_event_json(void *arg, const struct rdzv_event *ev)
+{
+    struct jobs_list *l = arg;
+    evbuffer_add_printf(l->b, "%s{\"time_ms\":%" PRIu64 ",\"generation\":%" PRIu64 ",\"event\":\"%s\",\"detail\":",
+                        l->n++ ? "," : "", ev->wall_ms, ev->generation, jobs_event_names[ev->kind]);
+    jobs_json_str(l->b, ev->what);
+    evbuffer_add(l->b, "}", 1);
+}
+
+/* Append one job's summary, members and timeline as JSON; -1 when no such job. */
+int jobs_one_json(struct server *srv, const char *name, struct evbuffer *buf)
+{
+    struct ns *ns = ns_find(srv, name);
+    if (!ns)
+        return -1;
+    evbuffer_add(buf, "{", 1);
+    jobs_summary_json(ns, buf);
+    struct jobs_list l = {buf, 0};
+    evbuffer_add_printf(buf, ",\"members\":[");
+    rdzv_each_member(ns, jobs_member_json, &l);
+    l.n = 0;
+    evbuffer_add_printf(buf, "],\"timeline\":[");
+    rdzv_each_event(ns, jobs_event_json, &l);
+    evbuffer_add_printf(buf, "]}\n");
+    return 0;
+}
+
+/* Append one table row for a namespace. */
+static void jobs_row_text(struct ns *ns, void *arg)
+{
+    struct evbuffer *b = arg;
+    struct rdzv_info ri;
+    int has = rdzv_info(ns, &ri) == 0;
+    evbuffer_add_printf(b, "%-24.64s %6" PRIu64 " %-8s %7zu %7zu %6" PRIu32 " %8" PRIu64 " %8zu %5zu\n", ns->name,
+                        ri.generation, jobs_state(&ri, has), ri.members, ri.joining, ri.world_size, ri.failures,
+                        ns->ks.count, ns->nconns);
+}
+
+/* Append one member as a text row. */
+static void jobs_member_text(void *arg, const char *id, uint32_t node_rank, uint32_t rank_start, uint32_t lws)
+{
+    evbuffer_add_printf(arg, "  %9" PRIu32 "  %-32.127s %6" PRIu32 "-%-6" PRIu32 " %5" PRIu32 "\n", node_rank, id,
+                        rank_start, rank_start + lws - 1, lws);
+}
+
+/* Append one timeline event as a text row with a UTC timestamp. */
+static void jobs_event_text(void *arg, const struct rdzv_event *ev)
+{
+    time_t secs = (time_t)(ev->wall_ms / 1000);
+    struct tm tm;
+    char when[32];
+    gmtime_r(&secs, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    evbuffer_add_printf(arg, "  %s.%03uZ  gen %-5" PRIu64 " %-13s %s\n", when, (unsigned)(ev->wall_ms % 1000),
+                        ev->generation, jobs_event_names[ev->kind], ev->what);
+}
+
+/* Append the job table (name NULL) or one job's detail as terminal text; -1 when no such job. */
+int jobs_text(struct server *srv, const char *name, struct evbuffer *buf)
+{
+    static const char head[] = "JOB                         GEN STATE    MEMBERS JOINING  WORLD FAILURES     KEYS CONNS\n";
+    if (!name) {
+        evbuffer_add(buf, head, sizeof head - 1);
+        ns_each(srv, jobs_row_text, buf);
+        return 0;
+    }
+    struct ns *ns = ns_find(srv, name);
+    if (!ns)
+        return -1;
+    evbuffer_add(buf, head, sizeof head - 1);
+    jobs_row_text(ns, buf);
+    evbuffer_add_printf(buf, "\nmembers:\n  NODE_RANK  %-32s %-13s LOCAL\n", "NODE", "RANKS");
+    rdzv_each_member(ns, jobs_member_text, buf);
+    evbuffer_add_printf(buf, "\ntimeline (oldest first, UTC):\n");
+    rdzv_each_event(ns, jobs_event_text, buf);
+    return 0;
+}

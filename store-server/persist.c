@@ -1,0 +1,631 @@
+/*
+ * Durability.  With --data-dir, every keyspace change (whatever front end
+ * made it, and the rendezvous keys the daemon publishes itself) and every
+ * new generation number becomes a record (precord.c) in the current log
+ * segment, log.<seq>.  Records are logged as resulting state (the key's
+ * whole new value), so replay is idempotent and needs no op semantics.
+ *
+ * The loop never touches the disk.  It appends records to a staging
+ * buffer; a kick event later in the same loop turn hands the batch to the
+ * writer thread, which writes it, fsyncs per --fsync, and reports the last
+ * durable record through an eventfd.  Meanwhile every frame the loop sends
+ * goes to its connection's held buffer whenever some logged state is not
+ * yet durable, and held frames go out, in order, once the writer has caught
+ * up.  So nothing a client sees - its own acknowledgement, or another
+ * client's write read back - can be lost by a crash.  Batches form
+ * naturally while an fsync runs: group commit.
+ *
+ * Recovery (before any listener opens): the snapshot, if any, must be
+ * intact or the daemon refuses to start; then the segments it does not
+ * cover are replayed in order.  A torn record at the very end of the last
+ * segment is what a crash mid-write leaves: it is cut off with a log line.
+ * A new segment is started after recovery.  Compaction (compact.c) folds
+ * closed segments into a new snapshot on its own thread.
+ */
+#include "persist.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+#include <utlist.h>
+
+#include "compact.h"
+#include "conn.h"
+#include "log.h"
+#include "ns.h"
+#include "precord.h"
+#include "rdzv.h"
+#include "server.h"
+
+enum persist_policy { FSYNC_ALWAYS, FSYNC_EVERYSEC, FSYNC_NEVER };
+
+struct persist {
+    struct server *srv;
+    char *dir;
+    enum persist_policy policy;
+    uint64_t compact_bytes;
+    int lock_fd, efd;
+    int replaying, ready, failed;
+    /* Loop side. */
+    struct evbuffer *staging;
+    uint64_t last_lsn, durable_lsn;
+    int kicked;
+    struct event *kick_ev, *done_ev;
+    struct conn *holders;
+    uint64_t seen_fsyncs, seen_bytes, seen_snaps, seen_snap_fail;
+    /* Shared with the writer, under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct evbuffer *queue;
+    uint64_t queue_lsn, written_lsn, n_fsyncs, n_bytes;
+    int stop, werr;
+    /* Writer thread only. */
+    pthread_t writer;
+    int writer_started;
+    int seg_fd;
+    uint64_t seg_seq, seg_bytes, last_sync_ms;
+    int dirty;
+    struct compactor *compact;
+};
+
+/* ------------------------------------------------------------ writer thread */
+
+/* Monotonic milliseconds (the writer's own clock). */
+static uint64_t persist_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Create and open segment seq for appending; the fd, or -1. */
+static int persist_seg_open(const char *dir, uint64_t seq)
+{
+    char path[4096];
+    compact_seg_path(dir, seq, path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0 && compact_sync_dir(dir) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Write all of b to the segment; 0, or an errno. */
+static int persist_write_all(struct persist *p, struct evbuffer *b)
+{
+    while (evbuffer_get_length(b) > 0) {
+        int n = evbuffer_write(b, p->seg_fd);
+        if (n < 0 && errno != EINTR)
+            return errno ? errno : EIO;
+        if (n > 0) {
+            p->seg_bytes += (uint64_t)n;
+            p->dirty = 1;
+        }
+    }
+    return 0;
+}
+
+/* Fsync the segment when the policy asks now; 0, or an errno. */
+static int persist_maybe_sync(struct persist *p, int force)
+{
+    uint64_t now = persist_ms();
+    int due = p->policy == FSYNC_ALWAYS || (p->policy == FSYNC_EVERYSEC && now - p->last_sync_ms >= 1000);
+    if (!p->dirty || (!due && !force))
+        return 0;
+    if (fdatasync(p->seg_fd) != 0)
+        return errno;
+    p->dirty = 0;
+    p->last_sync_ms = now;
+    pthread_mutex_lock(&p->mu);
+    p->n_fsyncs++;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+/* Close a full segment, open the next one and hand the closed ones to the compactor; 0, or an errno. */
+static int persist_rotate(struct persist *p)
+{
+    if (p->seg_bytes < p->compact_bytes || compact_busy(p->compact))
+        return 0;
+    int rc = persist_maybe_sync(p, 1);
+    if (rc)
+        return rc;
+    int fd = persist_seg_open(p->dir, p->seg_seq + 1);
+    if (fd < 0)
+        return errno ? errno : EIO;
+    close(p->seg_fd);
+    p->seg_fd = fd;
+    p->seg_bytes = 0;
+    compact_request(p->compact, p->seg_seq++);
+    return 0;
+}
+
+/* Write one batch taken from the queue and make it durable per policy; 0, or an errno. */
+static int persist_batch(struct persist *p, struct evbuffer *batch, uint64_t lsn)
+{
+    size_t len = evbuffer_get_length(batch);
+    int rc = persist_write_all(p, batch);
+    if (!rc)
+        rc = persist_maybe_sync(p, 0);
+    if (!rc)
+        rc = persist_rotate(p);
+    pthread_mutex_lock(&p->mu);
+    if (!rc) {
+        p->written_lsn = lsn;
+        p->n_bytes += len;
+    } else {
+        p->werr = rc;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+/* Wake the loop (the eventfd's counter only needs to become non-zero). */
+static void persist_wake_loop(struct persist *p)
+{
+    uint64_t one = 1;
+    ssize_t n = write(p->efd, &one, sizeof one);
+    (void)n; /* a full counter already wakes the loop */
+}
+
+/* The writer: take batches as the loop hands them over, until told to stop with nothing left. */
+static void *persist_writer(void *arg)
+{
+    struct persist *p = arg;
+    struct evbuffer *batch = evbuffer_new();
+    pthread_mutex_lock(&p->mu);
+    while (batch && !p->werr && (!p->stop || evbuffer_get_length(p->queue) > 0)) {
+        if (evbuffer_get_length(p->queue) == 0) {
+            /* Idle: wake at least once a second for the everysec fsync. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+            pthread_mutex_unlock(&p->mu);
+            int rc = persist_maybe_sync(p, 0);
+            pthread_mutex_lock(&p->mu);
+            p->werr = p->werr ? p->werr : rc;
+            continue;
+        }
+        evbuffer_add_buffer(batch, p->queue);
+        uint64_t lsn = p->queue_lsn;
+        pthread_mutex_unlock(&p->mu);
+        persist_batch(p, batch, lsn);
+        persist_wake_loop(p);
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (batch)
+        evbuffer_free(batch);
+    if (p->seg_fd >= 0 && p->dirty && fdatasync(p->seg_fd) != 0)
+        log_msg(LOG_ERROR, "final fsync of the log failed: %s", strerror(errno));
+    return NULL;
+}
+
+/* --------------------------------------------------------------- loop side */
+
+/* Release held frames of every connection whose frames are all durable now. */
+static void persist_release(struct persist *p)
+{
+    struct conn *c, *tmp;
+    DL_FOREACH_SAFE2(p->holders, c, tmp, hold_next)
+    {
+        if (c->hold_lsn > p->durable_lsn)
+            continue;
+        DL_DELETE2(p->holders, c, hold_prev, hold_next);
+        c->hold_prev = c->hold_next = NULL;
+        if (c->state != CONN_DEAD)
+            evbuffer_add_buffer(bufferevent_get_output(c->bev), c->held);
+        evbuffer_drain(c->held, evbuffer_get_length(c->held));
+    }
+}
+
+/* Copy the helper threads' counters into the server's (the loop owns those). */
+static void persist_take_counts(struct persist *p, uint64_t fsyncs, uint64_t bytes)
+{
+    struct stats *st = &p->srv->stats;
+    uint64_t snaps = 0, snap_fail = 0;
+    compact_counts(p->compact, &snaps, &snap_fail);
+    stats_add(st, STAT_PERSIST_FSYNCS, fsyncs - p->seen_fsyncs);
+    stats_add(st, STAT_PERSIST_BYTES, bytes - p->seen_bytes);
+    stats_add(st, STAT_PERSIST_SNAPSHOTS, snaps - p->seen_snaps);
+    stats_add(st, STAT_PERSIST_ERRORS, snap_fail - p->seen_snap_fail);
+    p->seen_fsyncs = fsyncs;
+    p->seen_bytes = bytes;
+    p->seen_snaps = snaps;
+    p->seen_snap_fail = snap_fail;
+}
+
+/* The writer (or compactor) reported: advance the durable mark, release replies, or fail. */
+static void persist_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    struct persist *p = arg;
+    uint64_t junk;
+    if (read(fd, &junk, sizeof junk) < 0 && errno != EAGAIN)
+        log_msg(LOG_WARN, "persist: eventfd read: %s", strerror(errno));
+    pthread_mutex_lock(&p->mu);
+    uint64_t lsn = p->written_lsn, fsyncs = p->n_fsyncs, bytes = p->n_bytes;
+    int werr = p->werr;
+    pthread_mutex_unlock(&p->mu);
+    persist_take_counts(p, fsyncs, bytes);
+    if (werr && !p->failed) {
+        /* Nothing more can be made durable: held replies are never sent, and the daemon drains. */
+        p->failed = 1;
+        stats_inc(&p->srv->stats, STAT_PERSIST_ERRORS);
+        log_msg(LOG_ERROR, "cannot write the log in %s: %s; unacknowledged writes are dropped, shutting down",
+                p->dir, strerror(werr));
+        server_drain(p->srv, "data directory write failed");
+        return;
+    }
+    if (lsn > p->durable_lsn) {
+        p->durable_lsn = lsn;
+        persist_release(p);
+    }
+}
+
+/* Hand the staged records to the writer (runs once per loop turn that logged something). */
+static void persist_kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct persist *p = arg;
+    p->kicked = 0;
+    pthread_mutex_lock(&p->mu);
+    evbuffer_add_buffer(p->queue, p->staging);
+    p->queue_lsn = p->last_lsn;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Append one record to the staging buffer and make sure the writer gets it this turn. */
+static void persist_append(struct persist *p, enum prec_kind kind, const char *ns, const char *key, size_t klen,
+                           const uint8_t *val, size_t vlen, uint64_t gen)
+{
+    if (prec_put(p->staging, kind, ns, strlen(ns), p->last_lsn + 1, key, klen, val, vlen, gen) != 0) {
+        /* Without the record the change cannot be made durable: stop acknowledging anything. */
+        stats_inc(&p->srv->stats, STAT_PERSIST_ERRORS);
+        log_msg(LOG_ERROR, "persist: out of memory logging a change of namespace '%s'", ns);
+        p->failed = 1;
+        server_drain(p->srv, "out of memory logging a change");
+        return;
+    }
+    p->last_lsn++;
+    stats_inc(&p->srv->stats, STAT_PERSIST_RECORDS);
+    if (!p->kicked) {
+        p->kicked = 1;
+        event_active(p->kick_ev, EV_TIMEOUT, 1);
+    }
+}
+
+/* Log a keyspace change of ns (deleted, or key now holds val). */
+void persist_key(struct ns *ns, int deleted, const char *key, size_t klen, const uint8_t *val, size_t vlen)
+{
+    struct persist *p = ns->srv->persist;
+    if (!p || p->replaying)
+        return;
+    persist_append(p, deleted ? PREC_DEL : PREC_SET, ns->name, key, klen, val, vlen, 0);
+}
+
+/* Log that ns's generation counter reached gen. */
+void persist_generation(struct ns *ns, uint64_t gen)
+{
+    struct persist *p = ns->srv->persist;
+    if (!p || p->replaying)
+        return;
+    persist_append(p, PREC_GEN, ns->name, NULL, 0, NULL, 0, gen);
+}
+
+/* Where c's next frame goes: out, or c's held buffer while logged state is not yet durable. */
+struct evbuffer *persist_output(struct conn *c, struct evbuffer *out)
+{
+    struct persist *p = c->srv->persist;
+    if (!p || (p->last_lsn <= p->durable_lsn && !persist_holding(c)))
+        return out;
+    if (!c->held && !(c->held = evbuffer_new()))
+        return out; /* out of memory: degrade to not waiting rather than losing the frame */
+    if (!persist_holding(c))
+        DL_APPEND2(p->holders, c, hold_prev, hold_next);
+    c->hold_lsn = p->last_lsn;
+    stats_inc(&c->srv->stats, STAT_PERSIST_HELD);
+    return c->held;
+}
+
+/* Whether c has frames held back until the log catches up. */
+int persist_holding(const struct conn *c)
+{
+    /* In the holders list exactly when hold_prev is set (utlist keeps head->prev at the tail). */
+    return c->hold_prev != NULL;
+}
+
+/* Forget c's held frames (the connection is being freed). */
+void persist_conn_gone(struct conn *c)
+{
+    if (!c->held)
+        return;
+    if (persist_holding(c))
+        DL_DELETE2(c->srv->persist->holders, c, hold_prev, hold_next);
+    c->hold_prev = c->hold_next = NULL;
+    evbuffer_free(c->held);
+    c->held = NULL;
+}
+
+/* Whether state has been recovered (always true without --data-dir). */
+int persist_ready(const struct server *srv)
+{
+    return !srv->persist || srv->persist->ready;
+}
+
+/* ----------------------------------------------------------------- recovery */
+
+/* What replay tracks: the server, the snapshot check while reading it, and totals. */
+struct persist_replay {
+    struct server *srv;
+    struct compact_snap_check snap;
+    int in_snapshot;
+    uint64_t records, skipped;
+};
+
+/* Apply one recovered record to the live server. */
+static int persist_apply(void *arg, const struct prec *r)
+{
+    struct persist_replay *rp = arg;
+    if (rp->in_snapshot && compact_snap_step(&rp->snap, r) != 0)
+        return -1;
+    if (r->kind == PREC_SNAP_BEGIN || r->kind == PREC_SNAP_END)
+        return rp->in_snapshot ? 0 : -1;
+    int st = MUSTER__STATUS__OK;
+    struct ns *ns = ns_get(rp->srv, r->ns[0] ? r->ns : "default", &st);
+    rp->records++;
+    if (!ns) {
+        rp->skipped++;
+        return 0;
+    }
+    if (r->kind == PREC_SET) {
+        const Muster__SetReq *s = r->req->set;
+        st = ks_set(&ns->ks, s->key, strlen(s->key), s->value.data, s->value.len, 0);
+    } else if (r->kind == PREC_DEL) {
+        ks_delete(&ns->ks, r->req->delete_->key, strlen(r->req->delete_->key));
+    } else {
+        rdzv_restore_generation(ns, r->req->rdzv_heartbeat->generation);
+    }
+    /* A limit lowered since the write can refuse it now: keep going, but say so. */
+    rp->skipped += st != MUSTER__STATUS__OK;
+    return 0;
+}
+
+/* Load the snapshot if there is one; *next gets the first segment it does not cover; 0 or an exit status. */
+static int persist_load_snapshot(struct persist *p, struct persist_replay *rp, uint64_t *next)
+{
+    char path[4096], why[256];
+    compact_snap_path(p->dir, 0, path, sizeof path);
+    *next = 0;
+    if (access(path, F_OK) != 0)
+        return 0;
+    long good = 0;
+    rp->in_snapshot = 1;
+    int rc = prec_read_file(path, persist_apply, rp, &good, why, sizeof why);
+    rp->in_snapshot = 0;
+    if (rc == 1)
+        snprintf(why, sizeof why, "cut short or damaged at offset %ld", good);
+    if (rc == 0 && !rp->snap.ended)
+        snprintf(why, sizeof why, "no end record"), rc = -1;
+    if (rc != 0) {
+        log_msg(LOG_ERROR,
+                "snapshot %s is corrupt (%s): refusing to start; restore it from a backup, or move it away to "
+                "start from the log segments alone (state they do not cover is then lost)",
+                path, why);
+        return EX_DATAERR;
+    }
+    *next = rp->snap.next_seq;
+    return 0;
+}
+
+/* Cut a torn tail off the last segment at offset good, saying so. */
+static int persist_cut_tail(const char *path, long good)
+{
+    struct stat sb;
+    long long size = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+    log_msg(LOG_WARN, "log %s ends in a torn record (a crash during a write): dropping %lld bytes after offset %ld",
+            path, size - good, good);
+    if (truncate(path, good) != 0) {
+        log_msg(LOG_ERROR, "cannot truncate %s: %s", path, strerror(errno));
+        return EX_IOERR;
+    }
+    return 0;
+}
+
+/* Replay the segments from first on (older ones are leftovers of a finished compaction); 0 or an exit status. */
+static int persist_load_segments(struct persist *p, struct persist_replay *rp, uint64_t first, uint64_t *last)
+{
+    uint64_t *seqs = NULL;
+    size_t n = 0;
+    if (compact_segments(p->dir, &seqs, &n) != 0) {
+        log_msg(LOG_ERROR, "cannot list %s: %s", p->dir, strerror(errno));
+        return EX_IOERR;
+    }
+    int rc = 0;
+    *last = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char path[4096], why[256];
+        compact_seg_path(p->dir, seqs[i], path, sizeof path);
+        if (seqs[i] < first) {
+            unlink(path);
+            continue;
+        }
+        long good = 0;
+        int r = prec_read_file(path, persist_apply, rp, &good, why, sizeof why);
+        if (r == 1 && i + 1 == n)
+            rc = persist_cut_tail(path, good);
+        else if (r != 0) {
+            log_msg(LOG_ERROR, "log segment %s is corrupt (%s%s): refusing to start", path,
+                    r == 1 ? "damaged record before the last segment's end" : why, "");
+            rc = EX_DATAERR;
+        }
+        *last = seqs[i];
+    }
+    free(seqs);
+    return rc;
+}
+
+/* Create (if needed) and lock the data directory; 0 or an exit status. */
+static int persist_lock_dir(struct persist *p)
+{
+    if (mkdir(p->dir, 0700) != 0 && errno != EEXIST) {
+        log_msg(LOG_ERROR, "cannot create data directory %s: %s", p->dir, strerror(errno));
+        return EX_CANTCREAT;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/LOCK", p->dir);
+    p->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (p->lock_fd < 0) {
+        log_msg(LOG_ERROR, "cannot open %s: %s", path, strerror(errno));
+        return EX_CANTCREAT;
+    }
+    if (flock(p->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        log_msg(LOG_ERROR, "data directory %s is in use by another musterd", p->dir);
+        return EX_TEMPFAIL;
+    }
+    return 0;
+}
+
+/* Recover the directory's state; *first gets the snapshot's next segment, *last the newest segment
+ * replayed (0: none); 0 or an exit status. */
+static int persist_recover(struct persist *p, uint64_t *first, uint64_t *last)
+{
+    struct persist_replay rp = {.srv = p->srv};
+    uint64_t t0 = persist_ms();
+    char tmp[4096];
+    compact_snap_path(p->dir, 1, tmp, sizeof tmp);
+    unlink(tmp); /* an abandoned snapshot */
+    p->replaying = 1;
+    int rc = persist_load_snapshot(p, &rp, first);
+    if (!rc)
+        rc = persist_load_segments(p, &rp, *first, last);
+    p->replaying = 0;
+    if (!rc)
+        log_msg(LOG_INFO, "recovered %" PRIu64 " records from %s in %" PRIu64 " ms%s", rp.records, p->dir,
+                persist_ms() - t0, rp.skipped ? " (some refused by current limits)" : "");
+    if (rp.skipped)
+        log_msg(LOG_WARN, "%" PRIu64 " recovered records were refused by the current limits", rp.skipped);
+    return rc;
+}
+
+/* Make the loop's events and the shared buffers; 0 on success. */
+static int persist_loop_init(struct persist *p)
+{
+    p->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    p->staging = evbuffer_new();
+    p->queue = evbuffer_new();
+    if (p->efd < 0 || !p->staging || !p->queue)
+        return -1;
+    p->kick_ev = event_new(p->srv->base, -1, 0, persist_kick_cb, p);
+    p->done_ev = event_new(p->srv->base, p->efd, EV_READ | EV_PERSIST, persist_done_cb, p);
+    if (!p->kick_ev || !p->done_ev || event_add(p->done_ev, NULL) != 0)
+        return -1;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    return 0;
+}
+
+/* Open segment max(first, last + 1) and start the writer and compactor; 0 or an exit status. */
+static int persist_start_threads(struct persist *p, uint64_t first, uint64_t last)
+{
+    /* Never below the snapshot's next segment: lower numbers count as already compacted. */
+    p->seg_seq = last + 1 > first ? last + 1 : first;
+    if ((p->seg_fd = persist_seg_open(p->dir, p->seg_seq)) < 0) {
+        log_msg(LOG_ERROR, "cannot create a log segment in %s: %s", p->dir, strerror(errno));
+        return EX_CANTCREAT;
+    }
+    p->last_sync_ms = persist_ms();
+    if (!(p->compact = compact_start(p->dir, p->efd)) || pthread_create(&p->writer, NULL, persist_writer, p) != 0) {
+        log_msg(LOG_ERROR, "cannot start the log threads");
+        return EX_OSERR;
+    }
+    p->writer_started = 1;
+    /* Fold what recovery replayed into a snapshot now, so restarts stay fast. */
+    if (last)
+        compact_request(p->compact, last);
+    return 0;
+}
+
+/* Lock the data directory, recover its state into the server and start the writer; 0 or an exit status. */
+int persist_open(struct server *srv)
+{
+    const struct options *o = &srv->opt;
+    if (!o->data_dir || !*o->data_dir)
+        return 0;
+    struct persist *p = calloc(1, sizeof *p);
+    if (!p || !(p->dir = strdup(o->data_dir))) {
+        free(p);
+        return EX_OSERR;
+    }
+    srv->persist = p;
+    p->srv = srv;
+    p->lock_fd = p->efd = p->seg_fd = -1;
+    p->policy = strcmp(o->fsync, "always") == 0 ? FSYNC_ALWAYS : strcmp(o->fsync, "never") == 0 ? FSYNC_NEVER
+                                                                                              : FSYNC_EVERYSEC;
+    p->compact_bytes = o->compact_bytes;
+    if (persist_loop_init(p) != 0)
+        return EX_OSERR;
+    uint64_t first = 0, last = 0;
+    int rc = persist_lock_dir(p);
+    if (!rc)
+        rc = persist_recover(p, &first, &last);
+    if (!rc)
+        rc = persist_start_threads(p, first, last);
+    p->ready = rc == 0;
+    return rc;
+}
+
+/* Write out every record still queued, stop the helper threads and free; safe when never opened. */
+void persist_close(struct server *srv)
+{
+    struct persist *p = srv->persist;
+    if (!p)
+        return;
+    if (p->writer_started) {
+        pthread_mutex_lock(&p->mu);
+        evbuffer_add_buffer(p->queue, p->staging);
+        p->queue_lsn = p->last_lsn;
+        p->stop = 1;
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        pthread_join(p->writer, NULL);
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->cv);
+    }
+    compact_stop(p->compact);
+    while (p->holders)
+        persist_conn_gone(p->holders);
+    if (p->kick_ev)
+        event_free(p->kick_ev);
+    if (p->done_ev)
+        event_free(p->done_ev);
+    if (p->staging)
+        evbuffer_free(p->staging);
+    if (p->queue)
+        evbuffer_free(p->queue);
+    if (p->seg_fd >= 0)
+        close(p->seg_fd);
+    if (p->efd >= 0)
+        close(p->efd);
+    if (p->lock_fd >= 0)
+        close(p->lock_fd); /* releases the flock */
+    free(p->dir);
+    free(p);
+    srv->persist = NULL;
+}
