@@ -89,7 +89,7 @@ static int call_read_some(muster_t *m)
     if (call_reserve(&m->in, CALL_READ_CHUNK) != 0)
         return error_break(m, MUSTER_ENOMEM, "out of memory reading a reply");
     for (;;) {
-        ssize_t n = recv(m->fd, m->in.data + m->in.len, m->in.cap - m->in.len, MSG_DONTWAIT);
+        ssize_t n = tls_recv(m, m->in.data + m->in.len, m->in.cap - m->in.len);
         if (n > 0) {
             m->in.len += (size_t)n;
             return MUSTER_OK;
@@ -240,7 +240,7 @@ int call_pump(muster_t *m, uint64_t deadline, int block)
             return rc;
         if (!block || m->ev_count + m->ev_dropped != before)
             return MUSTER_OK;
-        int rev = sock_wait(m->fd, POLLIN, deadline);
+        int rev = tls_wait(m, POLLIN, deadline);
         if (rev == 0)
             return MUSTER_ETIMEDOUT;
         if (rev < 0)
@@ -255,7 +255,7 @@ static int call_write_out(muster_t *m, uint64_t deadline, int can_read)
     struct buf *b = &m->out;
     Muster__Response *none = NULL;
     while (b->off < b->len) {
-        int rev = sock_wait(m->fd, (short)(POLLOUT | (can_read ? POLLIN : 0)), deadline);
+        int rev = tls_wait(m, (short)(POLLOUT | (can_read ? POLLIN : 0)), deadline);
         if (rev == 0)
             return error_break(m, MUSTER_ETIMEDOUT, "deadline passed while sending a request");
         if (rev < 0)
@@ -269,7 +269,7 @@ static int call_write_out(muster_t *m, uint64_t deadline, int can_read)
         }
         if (!(rev & (POLLOUT | POLLERR | POLLHUP)))
             continue;
-        ssize_t n = send(m->fd, b->data + b->off, b->len - b->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = tls_send(m, b->data + b->off, b->len - b->off);
         if (n > 0)
             b->off += (size_t)n;
         else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
@@ -302,7 +302,7 @@ int call_wait(muster_t *m, uint64_t id, uint64_t deadline, Muster__Response **re
             return MUSTER_OK;
         if (rc < 0)
             return -rc;
-        int rev = sock_wait(m->fd, POLLIN, deadline);
+        int rev = tls_wait(m, POLLIN, deadline);
         if (rev == 0)
             return error_break(m, MUSTER_ETIMEDOUT, "no reply to request %llu before the client deadline",
                                (unsigned long long)id);
@@ -374,7 +374,7 @@ int call_read_frame(muster_t *m, uint64_t deadline, size_t cap, Muster__ServerFr
             return MUSTER_OK;
         if (rc < 0)
             return -rc;
-        int rev = sock_wait(m->fd, POLLIN, deadline);
+        int rev = tls_wait(m, POLLIN, deadline);
         if (rev == 0)
             return error_break(m, MUSTER_ETIMEDOUT, "no hello reply before the deadline");
         if (rev < 0)

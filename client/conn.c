@@ -46,6 +46,7 @@ static void conn_sleep(uint32_t ms, uint64_t deadline)
 /* Close the socket and forget buffered bytes of a failed attempt. */
 static void conn_drop(muster_t *m)
 {
+    tls_close(m);
     if (m->fd >= 0)
         close(m->fd);
     m->fd = -1;
@@ -117,7 +118,15 @@ static int conn_attempt(muster_t *m, uint64_t deadline)
     m->fd = sock_connect(m->url.host, m->url.port, deadline, why, sizeof why);
     if (m->fd < 0)
         return error_set(m, MUSTER_ECONN, "%s", why);
-    int rc = conn_hello(m, deadline);
+    int rc = m->url.tls ? tls_connect(m, deadline, why, sizeof why) : MUSTER_OK;
+    if (rc != MUSTER_OK) {
+        conn_drop(m);
+        return error_set(m, rc, "%s", why);
+    }
+    m->tls_refused = 0;
+    rc = conn_hello(m, deadline);
+    if (rc != MUSTER_OK && m->tls_refused)
+        rc = error_set(m, MUSTER_EAUTH, "TLS: the server refused this client (certificate missing or not trusted)");
     if (rc != MUSTER_OK)
         conn_drop(m);
     return rc;

@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <muster/muster.h>
 
@@ -60,8 +61,14 @@ struct buf {
     size_t cap;
 };
 
+struct ssl_st;
+struct ssl_ctx_st;
+
 struct muster {
     int fd;
+    struct ssl_st *tls;            /* the TLS session when the URL asks for TLS (tls.c) */
+    struct ssl_ctx_st *tls_ctx;
+    int tls_refused;               /* the TLS peer sent an alert (e.g. refused our certificate) */
     int broken;                    /* 0, or the error that made the handle unusable */
     muster_url url;
     uint32_t default_timeout_ms;
@@ -104,6 +111,19 @@ int deadline_left(uint64_t d);
 int sock_connect(const char *host, uint16_t port, uint64_t deadline, char *why, size_t whylen);
 /* poll() fd for events until deadline; returns revents, 0 on timeout, -1 on error. */
 int sock_wait(int fd, short events, uint64_t deadline);
+
+/* ----------------------------------------------------------------- tls.c */
+
+/* Run the TLS handshake on m's connected socket before deadline; MUSTER_OK or an error with why filled. */
+int tls_connect(muster_t *m, uint64_t deadline, char *why, size_t n);
+/* Free m's TLS session and context (before its socket is closed); safe without TLS. */
+void tls_close(muster_t *m);
+/* Read without waiting, like recv(MSG_DONTWAIT), through TLS when m uses it. */
+ssize_t tls_recv(muster_t *m, void *buf, size_t n);
+/* Write without waiting, like send(MSG_DONTWAIT | MSG_NOSIGNAL), through TLS when m uses it. */
+ssize_t tls_send(muster_t *m, const void *buf, size_t n);
+/* sock_wait for m's socket, answering POLLIN at once while TLS holds decrypted bytes. */
+int tls_wait(muster_t *m, short events, uint64_t deadline);
 
 /* ---------------------------------------------------------------- call.c */
 

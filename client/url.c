@@ -1,6 +1,6 @@
 /*
  * Store URL parsing: tcp://HOST[:PORT][/NAMESPACE][?token=T&timeout=MS&name=N]
- * and env://[?...].  A pure function of its input (the environment is read
+ * (tls:// the same, plus tls=0|1, ca=, cert=, key=) and env://[?...].  A pure function of its input (the environment is read
  * only for NULL/"" and env://), so it is easy to unit-test and fuzz.
  *
  * Strict on purpose: a misspelt store address should fail loudly at start-up
@@ -19,6 +19,7 @@
 #include "internal.h"
 
 #define URL_TCP "tcp://"
+#define URL_TLS "tls://"
 #define URL_ENV "env://"
 #define URL_DEFAULT "tcp://127.0.0.1:29600"
 
@@ -130,6 +131,15 @@ static int url_set_host(struct span h, int v6, muster_url *u)
     return 0;
 }
 
+/* Apply ?tls=1 or ?tls=0 (tls:// already set it); 0 on success. */
+static int url_tls_flag(struct span v, muster_url *u)
+{
+    if (v.n != 1 || (v.p[0] != '0' && v.p[0] != '1'))
+        return -1;
+    u->tls = v.p[0] == '1';
+    return 0;
+}
+
 /* Apply one key=value query parameter; seen tracks repeats. */
 static int url_param(struct span kv, unsigned *seen, muster_url *u)
 {
@@ -138,7 +148,7 @@ static int url_param(struct span kv, unsigned *seen, muster_url *u)
         return -1;
     struct span k = {kv.p, (size_t)(eq - kv.p)};
     struct span v = {eq + 1, kv.n - k.n - 1};
-    static const char *const names[] = {"token", "timeout", "name"};
+    static const char *const names[] = {"token", "timeout", "name", "tls", "ca", "cert", "key"};
     for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (k.n != strlen(names[i]) || memcmp(k.p, names[i], k.n) != 0)
             continue;
@@ -149,6 +159,12 @@ static int url_param(struct span kv, unsigned *seen, muster_url *u)
             return url_decode(v, u->token, sizeof u->token);
         if (i == 2)
             return url_decode(v, u->name, sizeof u->name);
+        if (i == 3)
+            return url_tls_flag(v, u);
+        if (i >= 4) {
+            char *dst = i == 4 ? u->tls_ca : i == 5 ? u->tls_cert : u->tls_key;
+            return url_decode(v, dst, sizeof u->tls_ca);
+        }
         unsigned long ms;
         if (url_number(v, UINT32_MAX, &ms) != 0 || ms == 0)
             return -1;
@@ -283,8 +299,12 @@ int muster_url_parse(const char *text, muster_url *out)
     muster_url u;
     memset(&u, 0, sizeof u);
     int rc = -1;
-    if (strncasecmp(text, URL_TCP, strlen(URL_TCP)) == 0)
+    if (strncasecmp(text, URL_TCP, strlen(URL_TCP)) == 0) {
         rc = url_parse_tcp(text + strlen(URL_TCP), &u);
+    } else if (strncasecmp(text, URL_TLS, strlen(URL_TLS)) == 0) {
+        u.tls = 1; /* before the query, so ?tls=0 can still turn it off */
+        rc = url_parse_tcp(text + strlen(URL_TLS), &u);
+    }
     else if (strncasecmp(text, URL_ENV, strlen(URL_ENV)) == 0)
         rc = url_parse_env(text + strlen(URL_ENV), &u);
     if (rc != 0 || strchr(text, '#'))

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES="build-essential meson ninja-build pkg-config libevent-dev libprotobuf-c-dev
-protobuf-c-compiler uthash-dev clang libclang-rt-14-dev python3 zlib1g-dev libsystemd-dev"
+protobuf-c-compiler uthash-dev clang libclang-rt-14-dev python3 zlib1g-dev libsystemd-dev libssl-dev"
 
 missing=
 for p in $PACKAGES; do

@@ -37,6 +37,7 @@
 #include "persist.h"
 #include "rdzv.h"
 #include "server.h"
+#include "tls.h"
 #include "watch.h"
 
 /* Frames handled per read callback before yielding to other connections. */
@@ -78,7 +79,7 @@ static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t 
     if (!conn_live(c))
         return -1;
     /* With --data-dir, a frame waits while logged state is not durable yet. */
-    struct evbuffer *out = persist_output(c, bufferevent_get_output(c->bev));
+    struct evbuffer *out = persist_output(c->srv, &c->hold, c->bev);
     struct evbuffer_iovec v;
     if (body > UINT32_MAX || evbuffer_reserve_space(out, FRAME_HDR + body, &v, 1) != 1) {
         conn_close(c, "cannot buffer output");
@@ -164,7 +165,7 @@ void conn_finish(struct conn *c)
     conn_set_state(c, CONN_FLUSHING);
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
     bufferevent_enable(c->bev, EV_READ); /* input is discarded from now on */
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 && !persist_holding(c))
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 && !persist_holding(&c->hold))
         bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
     conn_arm(c);
 }
@@ -218,7 +219,7 @@ static void conn_free(struct conn *c)
 {
     struct server *srv = c->srv;
     conn_cancel_pending(c);
-    persist_conn_gone(c);
+    persist_hold_drop(srv, &c->hold);
     rdzv_conn_closed(c); /* the rendezvous hook: a member's connection is its session */
     watch_conn_closed(c);
     if (c->ns)
@@ -508,7 +509,7 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
     struct evbuffer *out = bufferevent_get_output(bev);
-    if (c->state == CONN_FLUSHING && evbuffer_get_length(out) == 0 && !persist_holding(c)) {
+    if (c->state == CONN_FLUSHING && evbuffer_get_length(out) == 0 && !persist_holding(&c->hold)) {
         /* Shut our side and read until the peer's EOF, so unread input does
          * not turn the close into a reset that could eat the last frame. */
         shutdown(bufferevent_getfd(bev), SHUT_WR);
@@ -526,8 +527,9 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
 /* Event callback: EOF or a socket error. */
 static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev;
     struct conn *c = arg;
+    if (what & BEV_EVENT_ERROR)
+        tls_note_error(c->srv, bev, c->peer);
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
         conn_close(c, (what & BEV_EVENT_EOF) ? "peer closed" : strerror(EVUTIL_SOCKET_ERROR()));
 }
@@ -553,11 +555,11 @@ static void conn_peer_name(const struct sockaddr *sa, char *buf, size_t n)
 }
 
 /* Allocate a connection around fd and link it into the server; NULL on failure (fd closed). */
-static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *sa)
+static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *sa, int tls)
 {
     struct conn *c = calloc(1, sizeof *c);
     if (c) {
-        c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        c->bev = tls ? tls_bufferevent(srv, fd) : bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
         c->timer = evtimer_new(srv->base, conn_timer_cb, c);
     }
     if (!c || !c->bev || !c->timer) {
@@ -586,10 +588,9 @@ static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *
     return c;
 }
 
-/* Take over an accepted socket; refuse it with a LIMIT error frame when over --max-connections. */
-void conn_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen)
+/* Take over an accepted socket (tls: from a TLS listener), refusing it when over --max-connections. */
+static void conn_accept_as(struct server *srv, int fd, const struct sockaddr *sa, int tls)
 {
-    (void)salen;
     int refuse = srv->nconns >= srv->opt.max_connections;
     if (srv->draining || (refuse && srv->nrefusing >= CONN_MAX_REFUSING)) {
         stats_inc(&srv->stats, srv->draining ? STAT_CONN_CLOSED : STAT_LIMIT_CONNECTIONS);
@@ -600,7 +601,7 @@ void conn_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
-    struct conn *c = conn_new(srv, fd, sa);
+    struct conn *c = conn_new(srv, fd, sa, tls);
     if (!c)
         return;
     stats_inc(&srv->stats, STAT_CONN_ACCEPTED);
@@ -617,4 +618,18 @@ void conn_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_
     log_msg(LOG_DEBUG, "conn %llu %s: accepted", (unsigned long long)c->session_id, c->peer);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     conn_arm(c);
+}
+
+/* Take over an accepted socket; refuse it with a LIMIT error frame when over --max-connections. */
+void conn_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen)
+{
+    (void)salen;
+    conn_accept_as(srv, fd, sa, 0);
+}
+
+/* As conn_accept, for a socket of a TLS listener (the handshake runs before the first frame). */
+void conn_accept_tls(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen)
+{
+    (void)salen;
+    conn_accept_as(srv, fd, sa, 1);
 }

@@ -8,6 +8,7 @@
 #include <uthash.h>
 
 #include "frame.h"
+#include "persist.h"
 
 struct server;
 struct ns;
@@ -46,15 +47,15 @@ struct conn {
     uint64_t session_id;
     uint64_t born_ms, last_rx_ms, paused_ms, state_ms;
     void *rdzv;     /* rendezvous membership, owned by rdzv.c */
-    struct evbuffer *held;           /* frames waiting for the log to be durable (persist.c) */
-    uint64_t hold_lsn;               /* the log record they wait for */
-    struct conn *hold_prev, *hold_next;
+    struct persist_hold hold; /* replies waiting for the log to be durable (persist.c) */
     char peer[64];
     char name[64];
 };
 
 /* Take over an accepted socket; refuse it with a LIMIT error frame when over --max-connections. */
 void conn_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen);
+/* As conn_accept, for a socket of a TLS listener (the handshake runs before the first frame). */
+void conn_accept_tls(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen);
 /* Send Response{id, status, msg, result}; result (any *Res message, or NULL) picks the oneof case. */
 void conn_reply(struct conn *c, uint64_t id, int status, const char *msg, const ProtobufCMessage *result);
 /* Send an error Response whose message is formatted. */

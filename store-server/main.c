@@ -8,6 +8,7 @@
 #include "log.h"
 #include "notify.h"
 #include "server.h"
+#include "tls.h"
 
 /* Log one line naming the version, libraries, listeners and main limits. */
 static void main_startup_line(const struct server *srv)
@@ -18,10 +19,13 @@ static void main_startup_line(const struct server *srv)
         used += (size_t)snprintf(addrs + used, sizeof addrs - used, "%s%s", i ? "," : "",
                                  listener_name(srv->listeners[i]));
     const struct options *o = &srv->opt;
+    char tls[512];
+    tls_describe(srv, tls, sizeof tls);
     log_msg(LOG_INFO,
-            "musterd %s (libevent %s, protobuf-c %s) listening on %s; max-connections=%llu max-frame=%llu "
+            "musterd %s (libevent %s, protobuf-c %s) listening on %s (plain TCP, unauthenticated transport)%s; "
+            "max-connections=%llu max-frame=%llu "
             "max-key=%llu max-value=%llu max-waiters=%llu wait-timeout=%llums tokens=%s",
-            MUSTER_VERSION, event_get_version(), protobuf_c_version(), addrs, (unsigned long long)o->max_connections,
+            MUSTER_VERSION, event_get_version(), protobuf_c_version(), addrs, tls, (unsigned long long)o->max_connections,
             (unsigned long long)o->max_frame, (unsigned long long)o->max_key, (unsigned long long)o->max_value,
             (unsigned long long)o->max_waiters, (unsigned long long)o->wait_timeout, srv->tokens ? "yes" : "none");
 }

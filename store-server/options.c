@@ -135,6 +135,14 @@ static const struct opt_row opt_rows[] = {
     {"compact-bytes", "MUSTER_COMPACT_BYTES", OPT_UINT, UNIT_BYTES, "64M", OFF(compact_bytes),
      "start a new log segment and compact older ones into the snapshot once a segment reaches this size",
      STAT_PERSIST_SNAPSHOTS, NOCAP, 0},
+    {"tls-listen", "MUSTER_TLS_LISTEN", OPT_LIST, UNIT_COUNT, "", OFF(tls_listen),
+     "HOST:PORT to accept TLS connections on (repeatable; needs --tls-cert and --tls-key)", -1, 0, 0},
+    {"tls-cert", "MUSTER_TLS_CERT", OPT_STR, UNIT_COUNT, "", OFF(tls_cert),
+     "PEM certificate chain of the TLS listeners", -1, 0, 0},
+    {"tls-key", "MUSTER_TLS_KEY", OPT_STR, UNIT_COUNT, "", OFF(tls_key), "PEM private key of --tls-cert", -1, 0, 0},
+    {"tls-ca", "MUSTER_TLS_CA", OPT_STR, UNIT_COUNT, "", OFF(tls_ca),
+     "PEM CA bundle: TLS clients must present a certificate it signed (empty = no client certificates)",
+     STAT_TLS_HANDSHAKE_FAILURES, 0, 0},
 };
 
 #define OPT_NROWS (sizeof opt_rows / sizeof opt_rows[0])
@@ -385,6 +393,8 @@ static int opt_validate(struct options *o)
     if (o->wait_timeout == 0 || o->max_wait_timeout < o->wait_timeout)
         return opt_usage("--wait-timeout (%s) must be positive and at most --max-wait-timeout (%s)",
                          opt_num(o->wait_timeout, a, sizeof a), opt_num(o->max_wait_timeout, b, sizeof b));
+    if (o->tls_listen.n && (!*o->tls_cert || !*o->tls_key))
+        return opt_usage("--tls-listen needs --tls-cert and --tls-key%s%s", "", "");
     if (strcmp(o->fsync, "always") != 0 && strcmp(o->fsync, "everysec") != 0 && strcmp(o->fsync, "never") != 0)
         return opt_usage("--fsync: expected always, everysec or never, got '%s'%s", o->fsync, "");
     for (size_t i = 0; i < o->token.n; i++)

@@ -58,6 +58,10 @@ struct options {
     char *data_dir;
     char *fsync;
     uint64_t compact_bytes;
+    struct strlist tls_listen;
+    char *tls_cert;
+    char *tls_key;
+    char *tls_ca;
     int log_level_num;                      /* parsed log_level */
     unsigned char source[OPTIONS_MAX_ROWS]; /* enum opt_source per table row */
 };

@@ -42,7 +42,6 @@
 #include <utlist.h>
 
 #include "compact.h"
-#include "conn.h"
 #include "log.h"
 #include "ns.h"
 #include "precord.h"
@@ -63,7 +62,7 @@ struct persist {
     uint64_t last_lsn, durable_lsn;
     int kicked;
     struct event *kick_ev, *done_ev;
-    struct conn *holders;
+    struct persist_hold *holders;
     uint64_t seen_fsyncs, seen_bytes, seen_snaps, seen_snap_fail;
     /* Shared with the writer, under mu. */
     pthread_mutex_t mu;
@@ -220,16 +219,15 @@ static void *persist_writer(void *arg)
 /* Release held frames of every connection whose frames are all durable now. */
 static void persist_release(struct persist *p)
 {
-    struct conn *c, *tmp;
-    DL_FOREACH_SAFE2(p->holders, c, tmp, hold_next)
+    struct persist_hold *h, *tmp;
+    DL_FOREACH_SAFE(p->holders, h, tmp)
     {
-        if (c->hold_lsn > p->durable_lsn)
+        if (h->lsn > p->durable_lsn)
             continue;
-        DL_DELETE2(p->holders, c, hold_prev, hold_next);
-        c->hold_prev = c->hold_next = NULL;
-        if (c->state != CONN_DEAD)
-            evbuffer_add_buffer(bufferevent_get_output(c->bev), c->held);
-        evbuffer_drain(c->held, evbuffer_get_length(c->held));
+        DL_DELETE(p->holders, h);
+        h->prev = h->next = NULL;
+        /* A closing connection's output is disabled: adding to it is harmless. */
+        evbuffer_add_buffer(bufferevent_get_output(h->bev), h->held);
     }
 }
 
@@ -329,38 +327,39 @@ void persist_generation(struct ns *ns, uint64_t gen)
     persist_append(p, PREC_GEN, ns->name, NULL, 0, NULL, 0, gen);
 }
 
-/* Where c's next frame goes: out, or c's held buffer while logged state is not yet durable. */
-struct evbuffer *persist_output(struct conn *c, struct evbuffer *out)
+/* Where a connection's next frame goes: bev's output, or h's held buffer while not yet durable. */
+struct evbuffer *persist_output(struct server *srv, struct persist_hold *h, struct bufferevent *bev)
 {
-    struct persist *p = c->srv->persist;
-    if (!p || (p->last_lsn <= p->durable_lsn && !persist_holding(c)))
+    struct persist *p = srv->persist;
+    struct evbuffer *out = bufferevent_get_output(bev);
+    if (!p || (p->last_lsn <= p->durable_lsn && !persist_holding(h)))
         return out;
-    if (!c->held && !(c->held = evbuffer_new()))
+    if (!h->held && !(h->held = evbuffer_new()))
         return out; /* out of memory: degrade to not waiting rather than losing the frame */
-    if (!persist_holding(c))
-        DL_APPEND2(p->holders, c, hold_prev, hold_next);
-    c->hold_lsn = p->last_lsn;
-    stats_inc(&c->srv->stats, STAT_PERSIST_HELD);
-    return c->held;
+    if (!persist_holding(h))
+        DL_APPEND(p->holders, h);
+    h->bev = bev;
+    h->lsn = p->last_lsn;
+    stats_inc(&srv->stats, STAT_PERSIST_HELD);
+    return h->held;
 }
 
-/* Whether c has frames held back until the log catches up. */
-int persist_holding(const struct conn *c)
+/* Whether h has frames held back until the log catches up. */
+int persist_holding(const struct persist_hold *h)
 {
-    /* In the holders list exactly when hold_prev is set (utlist keeps head->prev at the tail). */
-    return c->hold_prev != NULL;
+    /* utlist keeps head->prev at the tail, so prev is set exactly while h is listed. */
+    return h->prev != NULL;
 }
 
-/* Forget c's held frames (the connection is being freed). */
-void persist_conn_gone(struct conn *c)
+/* Forget h's held frames (its connection is being freed). */
+void persist_hold_drop(struct server *srv, struct persist_hold *h)
 {
-    if (!c->held)
-        return;
-    if (persist_holding(c))
-        DL_DELETE2(c->srv->persist->holders, c, hold_prev, hold_next);
-    c->hold_prev = c->hold_next = NULL;
-    evbuffer_free(c->held);
-    c->held = NULL;
+    if (persist_holding(h))
+        DL_DELETE(srv->persist->holders, h);
+    h->prev = h->next = NULL;
+    if (h->held)
+        evbuffer_free(h->held);
+    h->held = NULL;
 }
 
 /* Whether state has been recovered (always true without --data-dir). */
@@ -610,7 +609,7 @@ void persist_close(struct server *srv)
     }
     compact_stop(p->compact);
     while (p->holders)
-        persist_conn_gone(p->holders);
+        persist_hold_drop(srv, p->holders);
     if (p->kick_ev)
         event_free(p->kick_ev);
     if (p->done_ev)

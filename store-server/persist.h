@@ -7,8 +7,17 @@
 
 struct server;
 struct ns;
-struct conn;
 struct evbuffer;
+struct bufferevent;
+
+/* A connection's output held back until the log is durable; one per connection of any front end
+ * (zero-initialised, then left to persist.c). */
+struct persist_hold {
+    struct evbuffer *held;
+    uint64_t lsn;                     /* the log record its frames wait for */
+    struct bufferevent *bev;          /* where they go once it is durable */
+    struct persist_hold *prev, *next; /* the server's holders; prev set exactly while listed */
+};
 
 /* Lock the data directory, recover its state into the server and start the writer; 0 or an exit status.
  * A no-op without --data-dir. */
@@ -21,11 +30,12 @@ int persist_ready(const struct server *srv);
 void persist_key(struct ns *ns, int deleted, const char *key, size_t klen, const uint8_t *val, size_t vlen);
 /* Log that ns's generation counter reached gen. */
 void persist_generation(struct ns *ns, uint64_t gen);
-/* Where c's next frame goes: out, or c's held buffer while logged state is not yet durable. */
-struct evbuffer *persist_output(struct conn *c, struct evbuffer *out);
-/* Whether c has frames held back until the log catches up. */
-int persist_holding(const struct conn *c);
-/* Forget c's held frames (the connection is being freed). */
-void persist_conn_gone(struct conn *c);
+/* Where a connection's next frame goes: bev's output, or h's held buffer while logged state is not
+ * yet durable.  Every front end sends through this, so no reply can reveal state a crash could lose. */
+struct evbuffer *persist_output(struct server *srv, struct persist_hold *h, struct bufferevent *bev);
+/* Whether h has frames held back until the log catches up. */
+int persist_holding(const struct persist_hold *h);
+/* Forget h's held frames (its connection is being freed). */
+void persist_hold_drop(struct server *srv, struct persist_hold *h);
 
 #endif

@@ -25,6 +25,7 @@
 #include "persist.h"
 #include "rdzv.h"
 #include "tcpstore.h"
+#include "tls.h"
 #include "waiters.h"
 
 static const int server_signums[SERVER_NSIGNALS] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
@@ -114,6 +115,8 @@ int server_start(struct server *srv)
         srv->nlisteners++;
     }
     int rc = tcpstore_start(srv); /* bound before the port file says the daemon is up */
+    if (!rc)
+        rc = tls_start(srv);
     if (rc)
         return rc;
     if (server_signals(srv) != 0) {
@@ -174,6 +177,7 @@ void server_drain(struct server *srv, const char *reason)
     srv->nlisteners = 0;
     ns_each(srv, server_drain_ns, NULL);
     tcpstore_drain(srv);
+    tls_drain(srv);
     Muster__ShutdownEvent se = MUSTER__SHUTDOWN_EVENT__INIT;
     se.reason = (char *)reason;
     Muster__Event ev = MUSTER__EVENT__INIT;
@@ -204,6 +208,7 @@ void server_fini(struct server *srv)
 {
     conn_free_all(srv);
     metrics_stop(srv);
+    tls_fini(srv);
     persist_close(srv);
     for (size_t i = 0; i < srv->nlisteners; i++)
         listener_close(srv->listeners[i]);

@@ -40,6 +40,7 @@ struct server {
     struct event *drain_timer;
     struct metrics *metrics; /* the HTTP endpoint (metrics.c), NULL when off */
     struct persist *persist; /* the data directory (persist.c), NULL when memory only */
+    struct tls *tls;         /* the TLS listeners (tls.c), NULL when none */
     struct tcpstore *tcpstore; /* the TCPStore listener (tcpstore.c), NULL when off */
 };
 

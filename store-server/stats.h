@@ -76,7 +76,8 @@
     X(PERSIST_FSYNCS, "persist_fsyncs")                   \
     X(PERSIST_SNAPSHOTS, "persist_snapshots")             \
     X(PERSIST_ERRORS, "persist_errors")                   \
-    X(PERSIST_HELD, "persist_held_frames")
+    X(PERSIST_HELD, "persist_held_frames")                \
+    X(TLS_HANDSHAKE_FAILURES, "tls_handshake_failures")
 
 #define STATS_ENUM_ROW(id, name) STAT_##id,
 enum stat_id { STATS_LIST(STATS_ENUM_ROW) STAT_COUNT };

@@ -63,7 +63,8 @@ void tcpstore_put(struct ts_conn *c, const void *p, size_t n)
 {
     if (!tcpstore_live(c))
         return;
-    struct evbuffer *out = bufferevent_get_output(c->bev);
+    /* With --data-dir, replies wait while logged state is not durable yet. */
+    struct evbuffer *out = persist_output(c->ts->srv, &c->hold, c->bev);
     if (n && evbuffer_add(out, p, n) != 0) {
         tcpstore_close(c, "cannot buffer output");
         return;
@@ -141,7 +142,7 @@ void tcpstore_finish(struct ts_conn *c)
     tcpstore_set_state(c, TS_FLUSHING);
     bufferevent_disable(c->bev, EV_READ);
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 && !persist_holding(&c->hold))
         tcpstore_close(c, "finished");
     else
         tcpstore_arm(c);
@@ -170,6 +171,7 @@ static void tcpstore_free(struct ts_conn *c)
     ts->nconns--;
     srv->nconns--;
     srv->stats.c[STAT_TS_CURRENT]--;
+    persist_hold_drop(srv, &c->hold);
     bufferevent_free(c->bev);
     event_free(c->timer);
     free(c);
@@ -327,7 +329,7 @@ static void tcpstore_write_cb(struct bufferevent *bev, void *arg)
 {
     struct ts_conn *c = arg;
     struct evbuffer *out = bufferevent_get_output(bev);
-    if (c->state == TS_FLUSHING && evbuffer_get_length(out) == 0) {
+    if (c->state == TS_FLUSHING && evbuffer_get_length(out) == 0 && !persist_holding(&c->hold)) {
         tcpstore_close(c, "flushed");
     } else if (c->paused && evbuffer_get_length(out) <= c->ts->srv->opt.max_output / 2) {
         c->paused = 0;
@@ -469,6 +471,12 @@ int tcpstore_start(struct server *srv)
     int rc = tcpstore_check_options(o);
     if (rc)
         return rc;
+    char host[256];
+    uint16_t port;
+    if (listener_parse(o->tcpstore_listen, host, sizeof host, &port) != 0) {
+        log_msg(LOG_ERROR, "--tcpstore-listen %s: expected HOST:PORT or [IPV6]:PORT", o->tcpstore_listen);
+        return EX_USAGE;
+    }
     struct tcpstore *ts = calloc(1, sizeof *ts);
     if (!ts)
         return EX_OSERR;

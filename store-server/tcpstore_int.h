@@ -12,6 +12,7 @@
 #include <uthash.h>
 
 #include "keyspace.h"
+#include "persist.h"
 #include "stats.h"
 
 struct server;
@@ -107,6 +108,7 @@ struct ts_park;
 struct ts_conn {
     struct tcpstore *ts;
     struct bufferevent *bev;
+    struct persist_hold hold; /* replies waiting for the log to be durable (persist.c) */
     struct event *timer; /* first-request and slow-reader deadlines, flush bound, deferred free */
     struct ts_conn *prev, *next;
     enum ts_state state;
@@ -128,13 +130,10 @@ struct ts_qlink {
     struct ts_qlink *prev, *next;
 };
 
-enum ts_park_kind { TS_PARK_WAIT, TS_PARK_BARRIER };
-
 struct ts_park {
     struct ts_conn *c;
-    enum ts_park_kind kind;
     struct waiter *w;       /* WAIT: the core waiter on keys absent from the keyspace */
-    size_t n;               /* WAIT: its keys (copies) */
+    size_t n;               /* WAIT: its keys (taken from the request) */
     char **keys;
     size_t *klens;
     struct ts_qlink *qlinks; /* WAIT: one per key, linked while the key is missing */

@@ -217,7 +217,6 @@ void tspark_wait(struct ts_conn *c, struct ts_req *r)
         return;
     }
     p->c = c;
-    p->kind = TS_PARK_WAIT;
     p->keys = r->keys;
     p->klens = r->klens;
     p->n = r->n;
@@ -225,7 +224,8 @@ void tspark_wait(struct ts_conn *c, struct ts_req *r)
     r->klens = NULL;
     r->n = 0;
     c->park = p;
-    if (tspark_link(p) != 0 || tspark_core(p) != 0) {
+    /* Old clients have no queues: their waits need no queue links. */
+    if ((c->era == TS_ERA_VALIDATE && tspark_link(p) != 0) || tspark_core(p) != 0) {
         tspark_free(p);
         tcpstore_fail(c, STAT_TS_LIMIT_STORE, "cannot park a wait (--max-waiters or memory)");
     }
@@ -338,7 +338,6 @@ static int tspark_bar_park(struct ts_conn *c, const char *key, size_t klen, int6
         return -1;
     }
     p->c = c;
-    p->kind = TS_PARK_BARRIER;
     p->world_size = world_size;
     p->bk = bk;
     p->bnext = bk->head;

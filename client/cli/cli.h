@@ -113,6 +113,10 @@ int cmd_sync_barrier(struct cli *c, const struct cli_args *a);
 int cmd_sync_watch(struct cli *c, const struct cli_args *a);
 int cmd_sync_ping(struct cli *c, const struct cli_args *a);
 
+/* ----------------------------------------------------------- cmd_status.c */
+
+int cmd_status(struct cli *c, const struct cli_args *a);
+
 /* ------------------------------------------------------------------ run.c */
 
 int cmd_run(struct cli *c, const struct cli_args *a);

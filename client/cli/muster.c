@@ -66,6 +66,14 @@ static const struct verb verbs[] = {
      {{"count", 'n', "N", "exit after N events"}}, cmd_sync_watch},
     {"ping", "[--count N]", "measure round trips to the server", 0, 0, 0,
      {{"count", 'c', "N", "send N pings (default 1)"}}, cmd_sync_ping},
+    {"status", "[JOB] [--watch] [--json]", "show jobs, generations and members from musterd's --metrics-listen", 0,
+     1, 0,
+     {{"watch", 'w', NULL, "redraw every --interval until interrupted (or until --timeout)"},
+      {"json", 'j', NULL, "print the daemon's JSON report (for scripts)"},
+      {"metrics-url", 'm', "URL", "http://HOST:PORT of --metrics-listen (default: $MUSTER_METRICS_URL, else "
+                                  "http://127.0.0.1:29601)"},
+      {"interval", 'i', "MS", "refresh period of --watch (default 2000)"}},
+     cmd_status},
     {"run", "[OPTIONS] PROG [ARGS...]", "start workers in a rendezvous world (see 'muster run --help')", 0, -1,
      VERB_RAW, {{0}}, cmd_run},
 };

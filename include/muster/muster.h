@@ -94,7 +94,10 @@ MUSTER_API int muster_err_retryable(int err);
  * parameters, fragments, ports outside 1..65535, a namespace with
  * characters other than [A-Za-z0-9._-], and fields longer than this struct
  * holds are errors.  token and name are percent-decoded (%00 refused);
- * timeout is milliseconds, at least 1. */
+ * timeout is milliseconds, at least 1.  tls://HOST... is the same with TLS
+ * (as is ?tls=1); ?ca=, ?cert= and ?key= name PEM files (percent-decoded).
+ * With TLS, data may wait inside the library: poll muster_fd() only after a
+ * call has returned with nothing buffered (the library's own waits know). */
 typedef struct muster_url {
     char host[256];
     uint16_t port;
@@ -102,6 +105,10 @@ typedef struct muster_url {
     char token[256];
     char name[128];
     uint32_t timeout_ms;   /* 0 when absent */
+    int tls;               /* tls:// or ?tls=1: speak TLS, verifying the server's certificate */
+    char tls_ca[256];      /* ?ca=PATH: CA bundle to verify the server with ("" = the system's) */
+    char tls_cert[256];    /* ?cert=PATH: client certificate, for servers that require one */
+    char tls_key[256];     /* ?key=PATH: its private key */
 } muster_url;
 
 /* Parse text into *out; MUSTER_EURL with no change to *out on error. */

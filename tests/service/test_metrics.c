@@ -130,6 +130,7 @@ static void t_jobs(void *arg)
     free(get("/v1/jobs/no-such-job", 404));
 }
 
+/* Run every case against its own daemon(s); the exit status says whether all checks passed. */
 int main(void)
 {
     h_init("metrics", 60);

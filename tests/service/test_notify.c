@@ -27,6 +27,7 @@ static int recv_within(int fd, char *buf, size_t n, int ms)
     return (int)r;
 }
 
+/* Run every case against its own daemon(s); the exit status says whether all checks passed. */
 int main(void)
 {
     h_init("notify", 30);

@@ -374,6 +374,7 @@ static void t_crash(void *arg)
            (long long)(h_now_ms() - t0));
 }
 
+/* Run every case against its own daemon(s); the exit status says whether all checks passed. */
 int main(void)
 {
     h_init("persist", 170);

@@ -22,7 +22,7 @@
 #define QUIET_MS 200
 
 /* Old-numbering type bytes (torch 1.x-2.0). */
-enum { OLD_SET = 0, OLD_GET = 2, OLD_ADD = 3, OLD_WAIT = 5, OLD_GETNUMKEYS = 6, OLD_WATCH_KEY = 7,
+enum { OLD_SET = 0, OLD_GET = 2, OLD_ADD = 3, OLD_CHECK = 4, OLD_WAIT = 5, OLD_GETNUMKEYS = 6, OLD_WATCH_KEY = 7,
        OLD_DELETE_KEY = 8, OLD_CANCEL_WAIT = 12 };
 
 static struct h_daemon d;
@@ -156,7 +156,7 @@ static void t_half_sent(void *arg)
     close(c);
 }
 
-/* The old numbering: detected without a handshake; ADD, GET, GETNUMKEYS, DELETE_KEY, CANCEL_WAIT. */
+/* The old numbering: detected without a handshake; ADD, SET, GET, CHECK, GETNUMKEYS, DELETE_KEY, CANCEL_WAIT. */
 static void t_legacy_ops(void *arg)
 {
     (void)arg;
@@ -169,6 +169,18 @@ static void t_legacy_ops(void *arg)
     char *v = tsw_blob(fd, T_MS, NULL);
     CHECK_STR(v, "value");
     free(v);
+    struct tsw_buf b = {0};
+    tsw_u8(&b, OLD_CHECK);
+    tsw_u64(&b, 2);
+    tsw_str(&b, "/old");
+    tsw_str(&b, "init/");
+    tsw_u8(&b, OLD_CHECK);
+    tsw_u64(&b, 1);
+    tsw_str(&b, "/absent");
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
+    CHECK_EQ(tsw_byte(fd, T_MS), 0); /* READY */
+    CHECK_EQ(tsw_byte(fd, T_MS), 1); /* NOT_READY */
     CHECK_EQ(tsw_req(fd, OLD_GETNUMKEYS, NULL), 0);
     int ok;
     int64_t n = tsw_i64(fd, T_MS, &ok);

@@ -136,11 +136,11 @@ void tsw_free(struct tsw_buf *b)
 }
 
 /* Send one request: type byte then strings (NULL-terminated list); 0 on success. */
-int tsw_req(int fd, uint8_t type, ...)
+int tsw_req(int fd, int type, ...)
 {
     struct tsw_buf b = {0};
     va_list ap;
-    tsw_u8(&b, type);
+    tsw_u8(&b, (uint8_t)type);
     va_start(ap, type);
     for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
         tsw_str(&b, s);

@@ -59,7 +59,7 @@ int tsw_send(int fd, struct tsw_buf *b);
 void tsw_free(struct tsw_buf *b);
 
 /* Send one request: type byte then strings (NULL-terminated list); 0 on success. */
-int tsw_req(int fd, uint8_t type, ...);
+int tsw_req(int fd, int type, ...);
 
 /* Read exactly n bytes within timeout_ms; 0 on success. */
 int tsw_read(int fd, void *buf, size_t n, int timeout_ms);
