@@ -66,6 +66,18 @@ for variant in "build -Dwerror=true" \
     total_fail=$((total_fail + f))
 done
 
+# The container image and compose stack (minutes: debootstrap + image build),
+# in CI or on request; a machine with no Docker engine skips it (exit 77).
+if [ -n "${CI:-}" ] || [ -n "${MUSTER_TEST_DOCKER:-}" ]; then
+    echo "== docker image and compose stack"
+    bash scripts/docker-test.sh
+    case $? in
+    0) total_pass=$((total_pass + 1)) ;;
+    77) echo "== docker: skipped" ;;
+    *) total_fail=$((total_fail + 1)) ;;
+    esac
+fi
+
 total_fail=$((total_fail + failed_steps))
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" = 0 ] && [ "$total_pass" -gt 0 ]
