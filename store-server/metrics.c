@@ -345,23 +345,6 @@ static uint16_t metrics_bound_port(struct evhttp_bound_socket *s)
     return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-/* Write the metrics port to path atomically; 0 on success. */
-static int metrics_port_file(const char *path, uint16_t port)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    FILE *fp = fopen(tmp, "we");
-    if (!fp)
-        return -1;
-    int ok = fprintf(fp, "%u\n", port) > 0;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
-}
-
 /* Bind --metrics-listen (when set) on the server's loop and write --metrics-port-file; 0 or an exit status. */
 int metrics_start(struct server *srv)
 {
@@ -391,7 +374,7 @@ int metrics_start(struct server *srv)
     }
     m->port = metrics_bound_port(m->sock);
     log_msg(LOG_INFO, "metrics and health on http://%s:%u/metrics (unauthenticated)", host, m->port);
-    if (o->metrics_port_file && *o->metrics_port_file && metrics_port_file(o->metrics_port_file, m->port) != 0) {
+    if (o->metrics_port_file && *o->metrics_port_file && server_write_port_file(o->metrics_port_file, m->port) != 0) {
         log_msg(LOG_ERROR, "cannot write metrics port file %s: %s", o->metrics_port_file, strerror(errno));
         return EX_CANTCREAT;
     }

@@ -107,15 +107,23 @@ static int sync_watch_loop(struct cli *c, muster_t *m, uint32_t count)
     return CLI_OK;
 }
 
+/* Parse an optional --count N into *count (left alone when absent); CLI_OK or a usage error. */
+static int sync_opt_count(struct cli *c, const char *n, uint32_t *count)
+{
+    if (n && (cli_parse_u32(n, count) != 0 || *count == 0))
+        return cli_error(c, CLI_USAGE, "--count must be a positive integer, not '%s'", n);
+    return CLI_OK;
+}
+
 /* watch PREFIX [--count N]: print changes under PREFIX as they happen. */
 int cmd_sync_watch(struct cli *c, const struct cli_args *a)
 {
     uint32_t count = 0;
-    const char *n = a->opt[WATCH_OPT_COUNT];
-    if (n && (cli_parse_u32(n, &count) != 0 || count == 0))
-        return cli_error(c, CLI_USAGE, "--count must be a positive integer, not '%s'", n);
+    int rc = sync_opt_count(c, a->opt[WATCH_OPT_COUNT], &count);
+    if (rc != CLI_OK)
+        return rc;
     muster_t *m;
-    int rc = cli_connect(c, &m);
+    rc = cli_connect(c, &m);
     if (rc != CLI_OK)
         return rc;
     uint64_t id = 0;
@@ -131,11 +139,11 @@ int cmd_sync_watch(struct cli *c, const struct cli_args *a)
 int cmd_sync_ping(struct cli *c, const struct cli_args *a)
 {
     uint32_t count = 1;
-    const char *n = a->opt[PING_OPT_COUNT];
-    if (n && (cli_parse_u32(n, &count) != 0 || count == 0))
-        return cli_error(c, CLI_USAGE, "--count must be a positive integer, not '%s'", n);
+    int rc = sync_opt_count(c, a->opt[PING_OPT_COUNT], &count);
+    if (rc != CLI_OK)
+        return rc;
     muster_t *m;
-    int rc = cli_connect(c, &m);
+    rc = cli_connect(c, &m);
     if (rc != CLI_OK)
         return rc;
     for (uint32_t i = 1; i <= count; i++) {
