@@ -339,7 +339,7 @@ int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_
         return error_set(m, MUSTER_ECONN, "connection unusable after an earlier error (%s)",
                          muster_strerror(m->broken));
     uint64_t deadline = deadline_after((uint64_t)timeout_ms + CALL_GRACE_MS);
-    uint64_t id;
+    uint64_t id = 0;
     int rc = call_queue(m, req, &id);
     if (rc == MUSTER_OK)
         rc = call_flush(m, deadline);

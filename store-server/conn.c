@@ -1,10 +1,10 @@
 /*
- * Client connections.  Each is one bufferevent.  The read callback cuts
- * frames out of the input buffer: it checks a frame's length against the
+ * Client connections.  Input handling cuts frames out of what was read
+ * (conn_io.c does the socket side): it checks a frame's length against the
  * limit as soon as the 4-byte header is in, before any body byte is waited
- * for, and raises the read low watermark to the whole frame so a client that
- * stops halfway just sits there without costing anyone else.  Replies are
- * packed straight into the output buffer's free space.  When a client reads
+ * for, and then waits for the whole frame, so a client that stops halfway
+ * just sits there without costing anyone else.  Replies are packed straight
+ * into the output buffer's free space.  When a client reads
  * too slowly its output stays above --max-output: its requests stop being
  * read, and if that lasts --slow-timeout it is closed.
  *
@@ -17,7 +17,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -30,6 +29,7 @@
 
 #include <muster/muster.h>
 
+#include "conn_io.h"
 #include "log.h"
 #include "ns.h"
 #include "ops.h"
@@ -44,12 +44,9 @@
 #define CONN_BATCH 64
 /* How long a closing connection waits for the peer's EOF after its last frame. */
 #define CONN_LINGER_MS 1000
-/* Input read ahead of the frame being waited for; past it, reading pauses until frames are handled. */
-#define CONN_READ_AHEAD (256 * 1024)
 /* Connections being refused at once; beyond this, refusals are silent closes. */
 #define CONN_MAX_REFUSING 1024
 
-static void conn_process(struct conn *c);
 static void conn_arm(struct conn *c);
 
 /* Milliseconds on the monotonic clock. */
@@ -89,13 +86,14 @@ static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t 
     protobuf_c_message_pack(&f->base, (uint8_t *)v.iov_base + FRAME_HDR);
     v.iov_len = FRAME_HDR + body;
     evbuffer_commit_space(out, &v, 1);
+    conn_io_kick(c);
     stats_inc(&c->srv->stats, STAT_FRAMES_OUT);
     stats_add(&c->srv->stats, STAT_BYTES_OUT, FRAME_HDR + body);
     if (!c->paused && evbuffer_get_length(out) > c->srv->opt.max_output) {
         /* Backpressure: a client that does not read its replies stops being read. */
         c->paused = 1;
         c->paused_ms = conn_now_ms();
-        bufferevent_disable(c->bev, EV_READ);
+        conn_io_reading(c, 0);
         stats_inc(&c->srv->stats, STAT_OUTPUT_PAUSED);
         conn_arm(c);
     }
@@ -163,10 +161,8 @@ void conn_finish(struct conn *c)
     if (!conn_live(c))
         return;
     conn_set_state(c, CONN_FLUSHING);
-    bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
-    bufferevent_enable(c->bev, EV_READ); /* input is discarded from now on */
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 && !persist_holding(&c->hold))
-        bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    conn_io_reading(c, 1); /* input is discarded from now on */
+    conn_io_finish(c);
     conn_arm(c);
 }
 
@@ -196,7 +192,7 @@ void conn_close(struct conn *c, const char *why)
         return;
     log_msg(LOG_DEBUG, "conn %llu %s: closed: %s", (unsigned long long)c->session_id, c->peer, why);
     conn_set_state(c, CONN_DEAD);
-    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    conn_io_stop(c);
     event_active(c->timer, EV_TIMEOUT, 0);
 }
 
@@ -237,7 +233,7 @@ static void conn_free(struct conn *c)
         srv->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    bufferevent_free(c->bev);
+    conn_io_free(c);
     event_free(c->timer);
     free(c);
     server_conn_gone(srv);
@@ -340,7 +336,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     } else if (c->state == CONN_HELLO) {
         stats_inc(&srv->stats, STAT_HELLO_TIMEOUT);
         conn_fail(c, MUSTER__STATUS__TIMEOUT, "no hello within %llu ms", (unsigned long long)srv->opt.hello_timeout);
-    } else if (c->pending || c->rdzv || evbuffer_get_length(bufferevent_get_output(c->bev))) {
+    } else if (c->pending || c->rdzv || evbuffer_get_length(c->out)) {
         /* Silent but waiting on the server, or still taking output: not idle. */
         c->last_rx_ms = conn_now_ms();
         conn_arm(c);
@@ -401,17 +397,11 @@ static void conn_hello(struct conn *c, const Muster__Hello *h)
     }
 }
 
-/* Decode and handle one complete frame of len body bytes at the head of in. */
-static void conn_frame(struct conn *c, struct evbuffer *in, uint32_t len)
+/* Decode and handle one complete frame: len body bytes at body (unpacking copies what it keeps). */
+static void conn_frame(struct conn *c, const uint8_t *body, uint32_t len)
 {
     struct stats *st = &c->srv->stats;
-    uint8_t *p = evbuffer_pullup(in, (ssize_t)(FRAME_HDR + len));
-    if (!p) {
-        conn_close(c, "out of memory");
-        return;
-    }
-    Muster__ClientFrame *f = muster__client_frame__unpack(NULL, len, p + FRAME_HDR);
-    evbuffer_drain(in, FRAME_HDR + len);
+    Muster__ClientFrame *f = muster__client_frame__unpack(NULL, len, body);
     c->last_rx_ms = conn_now_ms();
     stats_inc(st, STAT_FRAMES_IN);
     stats_add(st, STAT_BYTES_IN, FRAME_HDR + len);
@@ -451,20 +441,10 @@ static int conn_check_len(struct conn *c, uint32_t len)
     return 0;
 }
 
-/* Set the read watermarks: the next callback comes when want bytes are in, and a
- * client that pipelines faster than it is served is read no further ahead. */
-static void conn_want(struct conn *c, size_t want)
-{
-    if (c->want != want) {
-        c->want = want;
-        bufferevent_setwatermark(c->bev, EV_READ, want, want + CONN_READ_AHEAD);
-    }
-}
-
-/* Handle every complete frame in the input (a batch at a time), then wait for the next one. */
+/* Handle every complete frame in the input buffer (a batch at a time), then wait for the next one. */
 static void conn_process(struct conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
+    struct evbuffer *in = c->in;
     size_t want = FRAME_HDR;
     for (int n = 0;; n++) {
         if (!conn_live(c) || c->paused)
@@ -474,8 +454,8 @@ static void conn_process(struct conn *c)
             break;
         if (n == CONN_BATCH) {
             /* Fairness: let other connections run, come back on a later turn. */
-            conn_want(c, FRAME_HDR);
-            bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+            conn_io_want(c, FRAME_HDR);
+            conn_io_again(c);
             return;
         }
         uint8_t hdr[FRAME_HDR];
@@ -487,51 +467,79 @@ static void conn_process(struct conn *c)
             want = FRAME_HDR + (size_t)len;
             break;
         }
-        conn_frame(c, in, len);
+        const uint8_t *p = evbuffer_pullup(in, (ssize_t)(FRAME_HDR + len));
+        if (!p) {
+            conn_close(c, "out of memory");
+            return;
+        }
+        conn_frame(c, p + FRAME_HDR, len);
+        evbuffer_drain(in, FRAME_HDR + len);
     }
-    conn_want(c, want);
+    conn_io_want(c, want);
 }
 
-/* Read callback: frames while open, discarded input while closing. */
-static void conn_read_cb(struct bufferevent *bev, void *arg)
+/* Handle the whole frames at the start of buf (n bytes, read with nothing buffered before them)
+ * in place; the bytes of frames not handled go to the input buffer. */
+static void conn_process_direct(struct conn *c, const uint8_t *buf, size_t n)
 {
-    struct conn *c = arg;
-    if (conn_live(c)) {
-        conn_process(c);
+    size_t off = 0;
+    int k = 0;
+    for (; k < CONN_BATCH && conn_live(c) && !c->paused && n - off >= FRAME_HDR; k++) {
+        uint32_t len = frame_len(buf + off);
+        if (conn_check_len(c, len) != 0)
+            return;
+        if (n - off - FRAME_HDR < len)
+            break;
+        conn_frame(c, buf + off + FRAME_HDR, len);
+        off += FRAME_HDR + (size_t)len;
+    }
+    if (off < n && evbuffer_add(c->in, buf + off, n - off) != 0) {
+        conn_close(c, "out of memory");
         return;
     }
-    struct evbuffer *in = bufferevent_get_input(bev);
-    evbuffer_drain(in, evbuffer_get_length(in));
+    if (k < CONN_BATCH) {
+        conn_process(c); /* no whole frame is left: this sets the next want */
+        return;
+    }
+    conn_io_want(c, FRAME_HDR);
+    conn_io_again(c);
 }
 
-/* Write callback: output drained below the low watermark. */
-static void conn_write_cb(struct bufferevent *bev, void *arg)
+/* Handle input (buf, n bytes just read, or NULL: what the input buffer holds). */
+void conn_input(struct conn *c, const uint8_t *buf, size_t n)
 {
-    struct conn *c = arg;
-    struct evbuffer *out = bufferevent_get_output(bev);
-    if (c->state == CONN_FLUSHING && evbuffer_get_length(out) == 0 && !persist_holding(&c->hold)) {
+    if (!conn_live(c)) {
+        evbuffer_drain(c->in, evbuffer_get_length(c->in)); /* closing: input is discarded */
+        return;
+    }
+    if (buf && evbuffer_get_length(c->in) == 0) {
+        conn_process_direct(c, buf, n);
+        return;
+    }
+    if (buf && evbuffer_add(c->in, buf, n) != 0) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    conn_process(c);
+}
+
+/* Output was written out (or nothing was queued): finish a close, or resume a paused reader. */
+void conn_output_written(struct conn *c)
+{
+    size_t left = evbuffer_get_length(c->out);
+    if (c->state == CONN_FLUSHING && left == 0 && !persist_holding(&c->hold)) {
         /* Shut our side and read until the peer's EOF, so unread input does
          * not turn the close into a reset that could eat the last frame. */
-        shutdown(bufferevent_getfd(bev), SHUT_WR);
+        conn_io_shutdown(c);
         conn_set_state(c, CONN_LINGER);
-        conn_want(c, 1);
+        conn_io_want(c, 1);
         conn_arm(c);
-    } else if (c->paused && evbuffer_get_length(out) <= c->srv->opt.max_output / 2) {
+    } else if (c->paused && left <= c->srv->opt.max_output / 2) {
         c->paused = 0;
-        bufferevent_enable(bev, EV_READ);
+        conn_io_reading(c, 1);
         conn_arm(c);
-        conn_process(c);
+        conn_io_again(c);
     }
-}
-
-/* Event callback: EOF or a socket error. */
-static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-    struct conn *c = arg;
-    if (what & BEV_EVENT_ERROR)
-        tls_note_error(c->srv, bev, c->peer);
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-        conn_close(c, (what & BEV_EVENT_EOF) ? "peer closed" : strerror(EVUTIL_SOCKET_ERROR()));
 }
 
 /* Format a peer address as text ("1.2.3.4:5" or "[::1]:5"). */
@@ -558,21 +566,21 @@ static void conn_peer_name(const struct sockaddr *sa, char *buf, size_t n)
 static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *sa, int tls)
 {
     struct conn *c = calloc(1, sizeof *c);
-    if (c) {
-        c->bev = tls ? tls_bufferevent(srv, fd) : bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
-        c->timer = evtimer_new(srv->base, conn_timer_cb, c);
-    }
-    if (!c || !c->bev || !c->timer) {
-        if (c && c->bev)
-            bufferevent_free(c->bev);
-        else
-            close(fd);
-        if (c && c->timer)
-            event_free(c->timer);
-        free(c);
+    if (!c) {
+        close(fd);
         return NULL;
     }
     c->srv = srv;
+    c->want = FRAME_HDR;
+    if (conn_io_open(c, fd, tls) != 0) {
+        free(c);
+        return NULL;
+    }
+    if (!(c->timer = evtimer_new(srv->base, conn_timer_cb, c))) {
+        conn_io_free(c);
+        free(c);
+        return NULL;
+    }
     c->session_id = ++srv->next_session;
     c->born_ms = c->last_rx_ms = conn_now_ms();
     conn_set_state(c, CONN_HELLO);
@@ -581,10 +589,6 @@ static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *
     if (srv->conns)
         srv->conns->prev = c;
     srv->conns = c;
-    bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
-    bufferevent_setwatermark(c->bev, EV_WRITE, srv->opt.max_output / 2, 0);
-    c->want = FRAME_HDR;
-    bufferevent_setwatermark(c->bev, EV_READ, FRAME_HDR, FRAME_HDR + CONN_READ_AHEAD);
     return c;
 }
 
@@ -616,7 +620,7 @@ static void conn_accept_as(struct server *srv, int fd, const struct sockaddr *sa
     srv->nconns++;
     stats_inc(&srv->stats, STAT_CONN_CURRENT);
     log_msg(LOG_DEBUG, "conn %llu %s: accepted", (unsigned long long)c->session_id, c->peer);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    conn_io_start(c);
     conn_arm(c);
 }
 

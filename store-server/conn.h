@@ -34,7 +34,12 @@ struct conn_pending {
 
 struct conn {
     struct server *srv;
-    struct bufferevent *bev;
+    struct bufferevent *bev;   /* TLS connections only (conn_io.c) */
+    struct event *rev, *wev;   /* plain connections: persistent read; write while output is left */
+    struct evbuffer *in, *out; /* input not yet handled, output not yet written (a bufferevent's own with TLS) */
+    int fd;                    /* plain connections' socket */
+    int busy;                  /* inside its read callback: replies are written once at its end */
+    int writing;               /* wev is added */
     struct ns *ns; /* set by a successful hello */
     struct conn *prev, *next;
     struct conn_pending *pending;

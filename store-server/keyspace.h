@@ -8,12 +8,14 @@
 
 struct stats;
 
-/* One stored key.  key[] is also NUL-terminated for convenience. */
+/* One stored key: one allocation holds the entry, the key (also NUL-terminated) and, while it fits
+ * in cap, the value; a value that outgrows it gets a buffer of its own. */
 struct ks_entry {
     UT_hash_handle hh;
-    uint8_t *val; /* malloc'd, NULL when vlen == 0 */
-    size_t vlen;
-    size_t klen;
+    uint8_t *val; /* the value: inline after the key, or its own malloc'd buffer */
+    uint32_t vlen;
+    uint32_t klen;
+    uint32_t cap; /* value bytes the entry's own allocation has room for */
     char key[];
 };
 

@@ -227,7 +227,9 @@ static void persist_release(struct persist *p)
         DL_DELETE(p->holders, h);
         h->prev = h->next = NULL;
         /* A closing connection's output is disabled: adding to it is harmless. */
-        evbuffer_add_buffer(bufferevent_get_output(h->bev), h->held);
+        evbuffer_add_buffer(h->bev ? bufferevent_get_output(h->bev) : h->out, h->held);
+        if (!h->bev && h->kick)
+            h->kick(h);
     }
 }
 
@@ -331,7 +333,7 @@ void persist_generation(struct ns *ns, uint64_t gen)
 struct evbuffer *persist_output(struct server *srv, struct persist_hold *h, struct bufferevent *bev)
 {
     struct persist *p = srv->persist;
-    struct evbuffer *out = bufferevent_get_output(bev);
+    struct evbuffer *out = bev ? bufferevent_get_output(bev) : h->out;
     if (!p || (p->last_lsn <= p->durable_lsn && !persist_holding(h)))
         return out;
     if (!h->held && !(h->held = evbuffer_new()))

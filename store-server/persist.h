@@ -16,6 +16,8 @@ struct persist_hold {
     struct evbuffer *held;
     uint64_t lsn;                     /* the log record its frames wait for */
     struct bufferevent *bev;          /* where they go once it is durable */
+    struct evbuffer *out;             /* or, without a bufferevent, this buffer ... */
+    void (*kick)(struct persist_hold *h); /* ... whose owner is told after frames were added */
     struct persist_hold *prev, *next; /* the server's holders; prev set exactly while listed */
 };
 
@@ -30,8 +32,9 @@ int persist_ready(const struct server *srv);
 void persist_key(struct ns *ns, int deleted, const char *key, size_t klen, const uint8_t *val, size_t vlen);
 /* Log that ns's generation counter reached gen. */
 void persist_generation(struct ns *ns, uint64_t gen);
-/* Where a connection's next frame goes: bev's output, or h's held buffer while logged state is not
- * yet durable.  Every front end sends through this, so no reply can reveal state a crash could lose. */
+/* Where a connection's next frame goes: bev's output (h->out when bev is NULL), or h's held buffer
+ * while logged state is not yet durable.  Every front end sends through this, so no reply can
+ * reveal state a crash could lose. */
 struct evbuffer *persist_output(struct server *srv, struct persist_hold *h, struct bufferevent *bev);
 /* Whether h has frames held back until the log catches up. */
 int persist_holding(const struct persist_hold *h);
