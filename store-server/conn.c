@@ -57,6 +57,18 @@ uint64_t conn_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Arm timer to fire at monotonic time at (ms), or disarm it when at is 0. */
+void conn_timer_at(struct event *timer, uint64_t at)
+{
+    if (!at) {
+        evtimer_del(timer);
+        return;
+    }
+    uint64_t now = conn_now_ms(), ms = at > now ? at - now : 0;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    evtimer_add(timer, &tv);
+}
+
 /* Whether frames can still be sent to c. */
 int conn_live(const struct conn *c)
 {
@@ -304,14 +316,7 @@ static uint64_t conn_deadline(const struct conn *c)
 /* (Re)arm c's timer for its next deadline. */
 static void conn_arm(struct conn *c)
 {
-    uint64_t at = conn_deadline(c), now = conn_now_ms();
-    if (!at) {
-        evtimer_del(c->timer);
-        return;
-    }
-    uint64_t ms = at > now ? at - now : 0;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    evtimer_add(c->timer, &tv);
+    conn_timer_at(c->timer, conn_deadline(c));
 }
 
 /* The timer: deferred free, or a hello/idle/slow/flush/linger deadline that passed. */

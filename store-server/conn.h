@@ -85,5 +85,7 @@ int conn_live(const struct conn *c);
 void conn_free_all(struct server *srv);
 /* Milliseconds on the monotonic clock. */
 uint64_t conn_now_ms(void);
+/* Arm timer to fire at monotonic time at (ms), or disarm it when at is 0. */
+void conn_timer_at(struct event *timer, uint64_t at);
 
 #endif

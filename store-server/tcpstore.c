@@ -198,14 +198,7 @@ static uint64_t tcpstore_deadline(const struct ts_conn *c)
 /* (Re)arm c's timer for its next deadline. */
 static void tcpstore_arm(struct ts_conn *c)
 {
-    uint64_t at = tcpstore_deadline(c), now = conn_now_ms();
-    if (!at) {
-        evtimer_del(c->timer);
-        return;
-    }
-    uint64_t ms = at > now ? at - now : 0;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    evtimer_add(c->timer, &tv);
+    conn_timer_at(c->timer, tcpstore_deadline(c));
 }
 
 /* The timer: deferred free, or a first-request, slow-reader or flush deadline that passed. */
