@@ -11,6 +11,7 @@
 
 #include "barrier.h"
 #include "conn.h"
+#include "ha.h"
 #include "kvops.h"
 #include "pbuf.h"
 #include "rdzv.h"
@@ -173,6 +174,12 @@ static int ops_check(struct conn *c, const struct op_row *r, const Muster__Reque
         snprintf(msg, n, "request id %llu is still pending", (unsigned long long)req->id);
         stats_inc(&srv->stats, STAT_BAD_REQUEST);
         return MUSTER__STATUS__BAD_REQUEST;
+    }
+    if (!(r->flags & OPF_BEFORE_HELLO) && !ha_serving(srv)) {
+        /* The leader's address, for the client to follow; text with spaces when there is none. */
+        const char *leader = ha_leader(srv);
+        snprintf(msg, n, "%s", *leader ? leader : "no leader: etcd unreachable or without quorum");
+        return MUSTER__STATUS__NOT_LEADER;
     }
     if ((r->flags & OPF_MAY_BLOCK) && srv->draining) {
         snprintf(msg, n, "server is shutting down");

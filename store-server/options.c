@@ -135,6 +135,14 @@ static const struct opt_row opt_rows[] = {
     {"compact-bytes", "MUSTER_COMPACT_BYTES", OPT_UINT, UNIT_BYTES, "64M", OFF(compact_bytes),
      "start a new log segment and compact older ones into the snapshot once a segment reaches this size",
      STAT_PERSIST_SNAPSHOTS, NOCAP, 0},
+#ifdef MUSTER_HAVE_HA
+    {"ha", "MUSTER_HA", OPT_STR, UNIT_COUNT, "", OFF(ha),
+     "etcd://HOST:PORT[,HOST:PORT...]/PREFIX: run as one of a high-availability set elected through etcd; "
+     "standbys answer NOT_LEADER naming the leader (off when empty)", -1, 0, 0},
+    {"ha-ttl", "MUSTER_HA_TTL", OPT_UINT, UNIT_MS, "2000", OFF(ha_ttl),
+     "with --ha: the leader's lease; a standby takes over this long after the leader is lost (whole seconds, "
+     "at least 1s)", -1, U32, 0},
+#endif
     {"tls-listen", "MUSTER_TLS_LISTEN", OPT_LIST, UNIT_COUNT, "", OFF(tls_listen),
      "HOST:PORT to accept TLS connections on (repeatable; needs --tls-cert and --tls-key)", -1, 0, 0},
     {"tls-cert", "MUSTER_TLS_CERT", OPT_STR, UNIT_COUNT, "", OFF(tls_cert),

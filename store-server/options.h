@@ -58,6 +58,8 @@ struct options {
     char *data_dir;
     char *fsync;
     uint64_t compact_bytes;
+    char *ha;        /* --ha etcd URL (ha.c); "" = off */
+    uint64_t ha_ttl; /* --ha-ttl, ms */
     struct strlist tls_listen;
     char *tls_cert;
     char *tls_key;

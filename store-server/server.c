@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "ns.h"
+#include "ha.h"
 #include "persist.h"
 #include "rdzv.h"
 #include "tcpstore.h"
@@ -117,6 +118,8 @@ int server_start(struct server *srv)
     int rc = tcpstore_start(srv); /* bound before the port file says the daemon is up */
     if (!rc)
         rc = tls_start(srv);
+    if (!rc)
+        rc = ha_open(srv); /* needs the bound address it advertises */
     if (rc)
         return rc;
     if (server_signals(srv) != 0) {
@@ -209,6 +212,7 @@ void server_fini(struct server *srv)
     conn_free_all(srv);
     metrics_stop(srv);
     tls_fini(srv);
+    ha_close(srv);
     persist_close(srv);
     for (size_t i = 0; i < srv->nlisteners; i++)
         listener_close(srv->listeners[i]);

@@ -42,6 +42,7 @@ struct server {
     struct persist *persist; /* the data directory (persist.c), NULL when memory only */
     struct tls *tls;         /* the TLS listeners (tls.c), NULL when none */
     struct tcpstore *tcpstore; /* the TCPStore listener (tcpstore.c), NULL when off */
+    struct ha *ha;             /* high availability (ha.c), NULL when off */
 };
 
 /* Parse options and set up logging, the loop and tokens; -1 to go on, else an exit status. */

@@ -12,8 +12,9 @@
  * returns a pointer, NULL with the reason in *err.  muster_strerror() gives a
  * static message; muster_last_error() gives the server's detail for the last
  * failed call on a handle.  Retryable codes (muster_err_retryable()):
- * MUSTER_ETIMEDOUT, MUSTER_ECONN, MUSTER_ESHUTDOWN, MUSTER_ESTALE (re-join)
- * and MUSTER_ECANCELED (re-join).  The others mean the same call will fail
+ * MUSTER_ETIMEDOUT, MUSTER_ECONN, MUSTER_ESHUTDOWN, MUSTER_ESTALE (re-join),
+ * MUSTER_ENOTLEADER (retry at the leader muster_last_error() names) and
+ * MUSTER_ECANCELED (re-join).  The others mean the same call will fail
  * the same way.
  *
  * Deadlines: every call that talks to the server takes timeout_ms; 0 means
@@ -69,6 +70,7 @@ typedef enum muster_err {
     MUSTER_ENOTMEMBER = 11,   /* rendezvous op without membership */
     MUSTER_ECONFLICT = 12,    /* join parameters disagree with the round */
     MUSTER_EINTERNAL = 13,    /* server-side bug */
+    MUSTER_ENOTLEADER = 14,   /* a standby answered; retry at the leader it names; retryable */
     MUSTER_EINVAL = 100,      /* bad argument to a library call (client side) */
     MUSTER_ECONN = 101,       /* cannot connect, or the connection was lost; retryable */
     MUSTER_EPROTO = 102,      /* the server sent something this library cannot parse */

@@ -1,0 +1,314 @@
+/*
+ * High availability: leader election through etcd (docs/ha.md).  Each
+ * daemon of an --ha set grants itself a lease of --ha-ttl and campaigns by
+ * creating PREFIX/leader = its address under that lease, only if the key
+ * does not exist.  The winner serves and renews its lease; the others
+ * refuse every request with NOT_LEADER naming the winner, and watch the key:
+ * when it goes (the leader's lease expired) they campaign again.
+ *
+ * A leader that cannot renew stops serving before its lease can have
+ * expired in etcd: it only counts a renewal from the moment it was sent, and
+ * gives up once three quarters of the TTL have passed since the last one
+ * that etcd confirmed.  So two daemons never serve at once, even when the leader is
+ * cut off from etcd rather than dead.
+ */
+#include "ha.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ha_etcd.h"
+#include "listener.h"
+#include "log.h"
+#include "server.h"
+
+/* Pause before trying etcd again after a failed grant or campaign. */
+#define HA_RETRY_MS 200
+
+enum ha_state { HA_GRANTING, HA_CAMPAIGNING, HA_LEADER, HA_STANDBY };
+
+struct ha {
+    struct server *srv;
+    struct ha_etcd *etcd;
+    struct ha_etcd_watch *watch; /* the leader key, while a standby */
+    struct event *timer;         /* renewals (leader) or retries */
+    enum ha_state state;
+    char key[512];    /* PREFIX/leader */
+    char self[300];   /* this daemon's address, the leader key's value when it leads */
+    char leader[300]; /* the leader's address as last seen */
+    uint64_t ttl_ms;
+    int64_t lease;
+    uint64_t renewed_ms;  /* when the last renewal etcd confirmed was sent */
+    uint64_t renewing_ms; /* when the renewal in flight was sent (0: none) */
+    int retries_left;     /* immediate renewal retries left this tick */
+};
+
+static void ha_campaign(struct ha *ha);
+
+/* Monotonic milliseconds. */
+static uint64_t ha_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* How long after the send of the last confirmed renewal the leader may still serve.  etcd expires a
+ * lease no earlier than TTL after a renewal it confirmed (a new etcd leader extends every lease), so
+ * stopping at three quarters of it leaves a quarter for the two clocks' drift and the loop's delay;
+ * renewals are sent every eighth, so one lost to an etcd leader change is not yet fatal. */
+static uint64_t ha_fresh_ms(const struct ha *ha)
+{
+    return ha->ttl_ms * 3 / 4;
+}
+
+/* Run the timer once after ms. */
+static void ha_after(struct ha *ha, uint64_t ms)
+{
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    event_add(ha->timer, &tv);
+}
+
+/* Stop following the leader key. */
+static void ha_unwatch(struct ha *ha)
+{
+    ha_etcd_watch_free(ha->watch);
+    ha->watch = NULL;
+}
+
+/* Give up leadership (or a campaign) and start over with a new lease. */
+static void ha_restart(struct ha *ha, const char *why)
+{
+    if (ha->state == HA_LEADER)
+        log_msg(LOG_WARN, "ha: no longer leader: %s", why);
+    ha->state = HA_GRANTING;
+    ha->leader[0] = '\0';
+    ha->lease = 0;
+    ha->renewing_ms = 0;
+    ha_unwatch(ha);
+    ha_after(ha, HA_RETRY_MS);
+}
+
+/* A watched change of the leader key: follow a new leader, or campaign when it is gone. */
+static void ha_on_leader_key(void *arg, enum ha_etcd_err err, const struct ha_etcd_kv *kv)
+{
+    struct ha *ha = arg;
+    if (err != HA_ETCD_OK || ha->state != HA_STANDBY)
+        return;
+    if (kv->deleted) {
+        log_msg(LOG_INFO, "ha: leader %s is gone; campaigning", ha->leader[0] ? ha->leader : "(unknown)");
+        ha->leader[0] = '\0';
+        /* The watch is freed by the timer: not from inside its own callback. */
+        ha->state = HA_GRANTING;
+        ha_after(ha, 0);
+        return;
+    }
+    snprintf(ha->leader, sizeof ha->leader, "%.*s", (int)kv->vlen, (const char *)kv->val);
+}
+
+/* Become a standby of the leader named in a failed campaign's reply, watching its key. */
+static void ha_follow(struct ha *ha, json_t *reply)
+{
+    json_t *rr = json_object_get(json_array_get(json_object_get(reply, "responses"), 0), "response_range");
+    json_t *kvj = json_array_get(json_object_get(rr, "kvs"), 0);
+    struct ha_etcd_kv kv;
+    if (!kvj || ha_etcd_kv_decode(kvj, &kv) != 0) {
+        ha_restart(ha, "the leader key vanished while campaigning");
+        return;
+    }
+    snprintf(ha->leader, sizeof ha->leader, "%.*s", (int)kv.vlen, (const char *)kv.val);
+    /* Watch from the revision after the one read, so a deletion in between is still seen. */
+    int64_t rev = ha_etcd_int(json_object_get(reply, "header"), "revision", 0) + 1;
+    ha_etcd_kv_clear(&kv);
+    if (ha->state != HA_STANDBY)
+        log_msg(LOG_INFO, "ha: standby; leader is %s", ha->leader);
+    ha->state = HA_STANDBY;
+    ha->watch = ha_etcd_watch_new(ha->etcd, ha->key, strlen(ha->key), 0, rev, ha_on_leader_key, ha);
+    if (!ha->watch)
+        ha_restart(ha, "cannot watch the leader key");
+}
+
+/* The campaign's transaction answered: lead, or follow the holder. */
+static void ha_on_campaign(void *arg, enum ha_etcd_err err, json_t *reply)
+{
+    struct ha *ha = arg;
+    if (err != HA_ETCD_OK) {
+        ha_restart(ha, ha_etcd_strerror(err));
+        return;
+    }
+    if (!json_is_true(json_object_get(reply, "succeeded"))) {
+        ha_follow(ha, reply);
+        return;
+    }
+    ha->state = HA_LEADER;
+    snprintf(ha->leader, sizeof ha->leader, "%s", ha->self);
+    log_msg(LOG_INFO, "ha: leader (%s, lease %lld, ttl %llu ms)", ha->self, (long long)ha->lease,
+            (unsigned long long)ha->ttl_ms);
+    ha_after(ha, ha->ttl_ms / 8);
+}
+
+/* Create the leader key under our lease unless it exists. */
+static void ha_campaign(struct ha *ha)
+{
+    ha->state = HA_CAMPAIGNING;
+    ha->renewed_ms = ha_ms(); /* the grant was sent no earlier than this */
+    if (ha_etcd_create(ha->etcd, ha->key, strlen(ha->key), (const uint8_t *)ha->self, strlen(ha->self), ha->lease,
+                       ha_on_campaign, ha) != 0)
+        ha_restart(ha, "cannot send the campaign");
+}
+
+/* The lease grant answered: campaign with it. */
+static void ha_on_grant(void *arg, enum ha_etcd_err err, json_t *reply)
+{
+    struct ha *ha = arg;
+    ha->lease = err == HA_ETCD_OK ? ha_etcd_int(reply, "ID", 0) : 0;
+    if (!ha->lease) {
+        log_msg(LOG_DEBUG, "ha: lease grant failed at %s: %s", ha_etcd_endpoint(ha->etcd), ha_etcd_strerror(err));
+        ha_restart(ha, ha_etcd_strerror(err));
+        return;
+    }
+    ha_campaign(ha);
+}
+
+/* A renewal answered: move the renewed mark, try the next endpoint at once, or give up when the lease is gone. */
+static void ha_on_renew(void *arg, enum ha_etcd_err err, json_t *reply)
+{
+    struct ha *ha = arg;
+    uint64_t sent = ha->renewing_ms;
+    ha->renewing_ms = 0;
+    if (ha->state != HA_LEADER)
+        return;
+    if (err == HA_ETCD_UNREACHABLE && ha->retries_left > 0) {
+        /* A lost member: renewing is idempotent, so ask the next one now rather than a tick later. */
+        ha->retries_left--;
+        if (ha_etcd_lease_keepalive(ha->etcd, ha->lease, ha_on_renew, ha) == 0)
+            ha->renewing_ms = ha_ms();
+        return;
+    }
+    if (err != HA_ETCD_OK)
+        return; /* a missed renewal is judged by the timer */
+    if (ha_etcd_int(reply, "TTL", 0) <= 0) {
+        ha_restart(ha, "the lease expired");
+        return;
+    }
+    if (sent > ha->renewed_ms)
+        ha->renewed_ms = sent;
+}
+
+/* The timer: grant (after a failure), or as leader check freshness and renew. */
+static void ha_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct ha *ha = arg;
+    if (ha->state == HA_GRANTING) {
+        ha_unwatch(ha);
+        if (ha_etcd_lease_grant(ha->etcd, (int)(ha->ttl_ms / 1000), ha_on_grant, ha) != 0)
+            ha_after(ha, HA_RETRY_MS);
+        return;
+    }
+    if (ha->state != HA_LEADER)
+        return;
+    uint64_t now = ha_ms();
+    if (now - ha->renewed_ms > ha_fresh_ms(ha)) {
+        ha_restart(ha, "cannot renew the lease in etcd");
+        return;
+    }
+    ha->retries_left = 2;
+    if (!ha->renewing_ms && ha_etcd_lease_keepalive(ha->etcd, ha->lease, ha_on_renew, ha) == 0)
+        ha->renewing_ms = now;
+    ha_after(ha, ha->ttl_ms / 8);
+}
+
+/* Split "etcd://ENDPOINTS/PREFIX" into endpoints and the leader key; 0, or -1 when malformed. */
+static int ha_parse_url(const char *url, char *eps, size_t epslen, char *key, size_t keylen)
+{
+    static const char scheme[] = "etcd://";
+    if (strncmp(url, scheme, sizeof scheme - 1) != 0)
+        return -1;
+    url += sizeof scheme - 1;
+    const char *slash = strchr(url, '/');
+    if (!slash || slash == url || !slash[1] || (size_t)(slash - url) >= epslen)
+        return -1;
+    memcpy(eps, url, (size_t)(slash - url));
+    eps[slash - url] = '\0';
+    int n = snprintf(key, keylen, "%s/leader", slash + 1);
+    return n > 0 && (size_t)n < keylen ? 0 : -1;
+}
+
+/* This daemon's address for others: the first listener's, with a wildcard host replaced by the hostname. */
+static void ha_self(struct server *srv, char *out, size_t n)
+{
+    const char *name = srv->nlisteners ? listener_name(srv->listeners[0]) : "";
+    const char *colon = strrchr(name, ':');
+    char host[256];
+    if (colon && (strncmp(name, "0.0.0.0:", 8) == 0 || strncmp(name, "[::]:", 5) == 0) &&
+        gethostname(host, sizeof host) == 0) {
+        host[sizeof host - 1] = '\0';
+        snprintf(out, n, "%s%s", host, colon);
+        return;
+    }
+    snprintf(out, n, "%s", name);
+}
+
+/* Parse --ha and start campaigning (after the listeners are bound); 0 or an exit status. */
+int ha_open(struct server *srv)
+{
+    const struct options *o = &srv->opt;
+    if (!o->ha || !*o->ha)
+        return 0;
+    char eps[1024];
+    struct ha *ha = calloc(1, sizeof *ha);
+    if (!ha)
+        return EX_OSERR;
+    srv->ha = ha;
+    ha->srv = srv;
+    ha->ttl_ms = o->ha_ttl < 1000 ? 1000 : o->ha_ttl / 1000 * 1000; /* etcd leases are whole seconds */
+    if (ha_parse_url(o->ha, eps, sizeof eps, ha->key, sizeof ha->key) != 0 ||
+        !(ha->etcd = ha_etcd_new(srv->base, eps, (int)(ha->ttl_ms / 2000) + 1))) {
+        log_msg(LOG_ERROR, "--ha %s: expected etcd://HOST:PORT[,HOST:PORT...]/PREFIX", o->ha);
+        return EX_USAGE;
+    }
+    if (!(ha->timer = event_new(srv->base, -1, 0, ha_tick, ha)))
+        return EX_OSERR;
+    ha_self(srv, ha->self, sizeof ha->self);
+    log_msg(LOG_INFO, "ha: campaigning for %s as %s through %s", ha->key, ha->self, eps);
+    ha->state = HA_GRANTING;
+    ha_after(ha, 0);
+    return 0;
+}
+
+/* Stop campaigning and free; the lease is left to expire.  Safe when never opened. */
+void ha_close(struct server *srv)
+{
+    struct ha *ha = srv->ha;
+    if (!ha)
+        return;
+    ha_unwatch(ha);
+    if (ha->timer)
+        event_free(ha->timer);
+    ha_etcd_free(ha->etcd);
+    free(ha);
+    srv->ha = NULL;
+}
+
+/* Whether this daemon may serve requests now (always without --ha). */
+int ha_serving(const struct server *srv)
+{
+    const struct ha *ha = srv->ha;
+    return !ha || (ha->state == HA_LEADER && ha_ms() - ha->renewed_ms <= ha_fresh_ms(ha));
+}
+
+/* The leader's HOST:PORT as last seen in etcd ("" when unknown). */
+const char *ha_leader(const struct server *srv)
+{
+    /* A leader whose lease may be lapsing names nobody: it is not serving, and no one else is known. */
+    if (!srv->ha || (srv->ha->state == HA_LEADER && !ha_serving(srv)))
+        return "";
+    return srv->ha->leader;
+}

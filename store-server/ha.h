@@ -1,0 +1,17 @@
+/* High availability (--ha): leader election through an etcd lease; standbys refuse requests naming the leader. */
+#ifndef MUSTERD_HA_H
+#define MUSTERD_HA_H
+
+struct server;
+
+/* Parse --ha and start campaigning (after the listeners are bound); 0 or an exit status.  A no-op
+ * without --ha. */
+int ha_open(struct server *srv);
+/* Stop campaigning and free; the lease is left to expire.  Safe when never opened. */
+void ha_close(struct server *srv);
+/* Whether this daemon may serve requests now (always without --ha). */
+int ha_serving(const struct server *srv);
+/* The leader's HOST:PORT as last seen in etcd ("" when unknown). */
+const char *ha_leader(const struct server *srv);
+
+#endif
