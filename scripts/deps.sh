@@ -6,8 +6,7 @@ set -euo pipefail
 
 PACKAGES="build-essential meson ninja-build pkg-config libevent-dev libprotobuf-c-dev
 protobuf-c-compiler uthash-dev clang libclang-rt-14-dev python3 zlib1g-dev libsystemd-dev libssl-dev
-openssl systemd python3-torch docker.io docker-compose debootstrap libjansson-dev etcd-server etcd-client
-redis-server python3-matplotlib iproute2"
+openssl systemd python3-torch docker.io docker-compose debootstrap libjansson-dev etcd-server etcd-client"
 
 missing=
 for p in $PACKAGES; do
