@@ -2,18 +2,6 @@
 # sections.sh): many idle connections plus a burst, one client stalled half way through a
 # request while 64 others run, 1000 clients killed while parked, and perf on the hot path.
 
-# Dump musterd's counters once (pid, log) and print the "NAME=VALUE" lines of that dump.
-mstats() {
-    local pid=$1 logf=$2 before n=40
-    before=$(grep -c 'stats end' "$logf" 2>/dev/null)
-    kill -USR1 "$pid" 2>/dev/null || return 1
-    while [ "$(grep -c 'stats end' "$logf" 2>/dev/null)" -le "$before" ] && [ $n -gt 0 ]; do
-        sleep 0.05
-        n=$((n - 1))
-    done
-    tac "$logf" | sed -n '/stats end/,/stats begin/p' | awk 'NR > 1 && / stat / {sub(/.* stat /, ""); print} / stats begin/ {exit}'
-}
-
 # Value of counter NAME in a dump (stdin); "null" when the server has no such counter.
 statv() {
     local v

@@ -193,16 +193,21 @@ settle() {
     done
 }
 
-# Counter NAME of musterd (pid $2, log $3) from a fresh SIGUSR1 dump; empty when absent.
-mstat() {
-    local name=$1 pid=$2 logf=$3 before n=30
+# Dump musterd's counters once (pid, log) and print the "NAME=VALUE" lines of that dump.
+mstats() {
+    local pid=$1 logf=$2 before n=40
     before=$(grep -c 'stats end' "$logf" 2>/dev/null)
     kill -USR1 "$pid" 2>/dev/null || return 1
     while [ "$(grep -c 'stats end' "$logf" 2>/dev/null)" -le "$before" ] && [ $n -gt 0 ]; do
         sleep 0.05
         n=$((n - 1))
     done
-    tac "$logf" | grep -m1 " stat $name=" | sed 's/.*=//'
+    tac "$logf" | sed -n '/stats end/,/stats begin/p' | awk 'NR > 1 && / stat / {sub(/.* stat /, ""); print} / stats begin/ {exit}'
+}
+
+# Counter NAME of musterd (pid $2, log $3) from a fresh SIGUSR1 dump; empty when absent.
+mstat() {
+    mstats "$2" "$3" | grep -m1 "^$1=" | sed 's/.*=//'
 }
 
 # Run one measurement under a time limit and append it to $RAW:
