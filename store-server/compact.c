@@ -237,6 +237,24 @@ static int compact_flush(struct evbuffer *b, int fd, size_t min)
     return 0;
 }
 
+/* Where compact_write's walk of one namespace writes to. */
+struct compact_walk {
+    struct evbuffer *b;
+    int fd;
+    const char *ns;
+    size_t nslen;
+    uint64_t count;
+};
+
+/* ks_each callback of compact_write: one key's record, flushed in chunks; non-zero on error. */
+static int compact_put_key(void *arg, const struct ks_entry *e)
+{
+    struct compact_walk *w = arg;
+    int rc = prec_put(w->b, PREC_SET, w->ns, w->nslen, 0, e->key, e->klen, ks_val(e), e->vlen, 0);
+    w->count++;
+    return rc ? rc : compact_flush(w->b, w->fd, COMPACT_CHUNK);
+}
+
 /* Write the rebuilt state as a snapshot whose segments start at next; 0 on success. */
 static int compact_write(struct compact_state *st, int fd, uint64_t next)
 {
@@ -247,12 +265,12 @@ static int compact_write(struct compact_state *st, int fd, uint64_t next)
         size_t nslen = strlen(ns->name);
         if (ns->gen && (rc = prec_put(b, PREC_GEN, ns->name, nslen, 0, NULL, 0, NULL, 0, ns->gen)) == 0)
             count++;
-        for (struct ks_entry *e = ns->ks.map; e && rc == 0; e = e->hh.next) {
-            rc = prec_put(b, PREC_SET, ns->name, nslen, 0, e->key, e->klen, e->val, e->vlen, 0);
-            count++;
-            if (rc == 0)
-                rc = compact_flush(b, fd, COMPACT_CHUNK);
-        }
+        /* The keyspaces walked here are this thread's own rebuild, never the loop's, so nothing
+         * changes under the walk. */
+        struct compact_walk w = {b, fd, ns->name, nslen, 0};
+        if (rc == 0)
+            rc = ks_each(&ns->ks, compact_put_key, &w);
+        count += w.count;
     }
     if (rc == 0)
         rc = prec_put(b, PREC_SNAP_END, "", 0, count, NULL, 0, NULL, 0, 0);

@@ -1,22 +1,31 @@
 /*
- * The key-value map of one namespace (uthash keyed by the raw key bytes).
- * An entry is one allocation: header, key and the value inline, sized to
- * the malloc chunk it lands in, so small values and counters cost no second
- * allocation (a key with a 64-byte value went from two chunks, 112 + 80
- * bytes, to one of 160).  A value that outgrows the inline room gets its
- * own buffer, and a set hands over the buffer it decoded instead of copying
- * it again.  The entry never moves, so pointers to it stay valid across
- * writes.  uthash's 56-byte handle is now the largest single cost per key;
- * going below it needs an open-addressing table, whose iteration would
- * replace the hh.next walks in compact.c, kvops.c and tcpstore_ops.c.
+ * The key-value map of one namespace.  Every write calls the namespace's
+ * change hook, which wakes waiters and watchers of that key.
  *
- * Every write calls the namespace's change hook, which wakes waiters and
- * watchers of that key.
+ * Memory per key is the point of this layout.  A key is one malloc'd
+ * block: an 8-byte header (key and value lengths), the key, a NUL (the key
+ * is handed out as a C string), then the value.  glibc rounds a request of
+ * n bytes up to a chunk of (n + 8) rounded up to 16 (at least 32), so a
+ * 13-byte key with a 64-byte value asks for 8 + 14 + 64 = 86 bytes and
+ * gets a 96-byte chunk.  Anything more in the header costs a whole 16
+ * bytes here: a value pointer (the value in a buffer of its own) or a
+ * cached hash would each make it 112, so neither is kept.  The table
+ * (ktable.c) adds one 8-byte slot per key at a load between 0.4 and 0.8,
+ * 10 to 20 bytes a key: about 106 to 116 bytes in all, where uthash
+ * cost 184 (a 56-byte handle in the entry plus its buckets).
+ *
+ * The price: a value is always copied into the entry (a set cannot adopt
+ * the buffer it decoded), and an entry moves when its value outgrows the
+ * chunk.  Whether it still fits is asked of malloc_usable_size rather
+ * than stored, and appends over-allocate by a quarter so a growing key is
+ * not copied on every append.  Entry pointers are therefore valid only
+ * until the next write to the keyspace.
  */
 #include "keyspace.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -25,11 +34,15 @@
 #include "muster.pb-c.h"
 #include "stats.h"
 
+/* A value this much smaller than its chunk (and at least half of it) gives the room back. */
+#define KS_SHRINK_SLACK 256
+
 /* Start an empty keyspace with its limits, counter block and change hook. */
 void ks_init(struct keyspace *ks, uint64_t max_keys, uint64_t max_bytes, uint64_t max_value, struct stats *stats,
              ks_hook_fn hook, void *hook_arg)
 {
     memset(ks, 0, sizeof *ks);
+    ktable_init(&ks->table);
     ks->max_keys = max_keys;
     ks->max_bytes = max_bytes;
     ks->max_value = max_value;
@@ -38,28 +51,19 @@ void ks_init(struct keyspace *ks, uint64_t max_keys, uint64_t max_bytes, uint64_
     ks->hook_arg = hook_arg;
 }
 
-/* Where e's inline value starts (after the key and its NUL). */
-static uint8_t *ks_inline(struct ks_entry *e)
+/* ks_each callback of ks_fini: free one entry. */
+static int ks_free_one(void *arg, const struct ks_entry *e)
 {
-    return (uint8_t *)e->key + e->klen + 1;
-}
-
-/* Free one entry. */
-static void ks_entry_free(struct ks_entry *e)
-{
-    if (e->val != ks_inline(e))
-        free(e->val);
-    free(e);
+    (void)arg;
+    free((void *)(uintptr_t)e);
+    return 0;
 }
 
 /* Free every entry. */
 void ks_fini(struct keyspace *ks)
 {
-    struct ks_entry *e, *tmp;
-    HASH_ITER(hh, ks->map, e, tmp) {
-        HASH_DEL(ks->map, e);
-        ks_entry_free(e);
-    }
+    ktable_each(&ks->table, ks_free_one, NULL);
+    ktable_fini(&ks->table);
     ks->count = 0;
     ks->bytes = 0;
 }
@@ -67,15 +71,26 @@ void ks_fini(struct keyspace *ks)
 /* The entry for key, or NULL. */
 const struct ks_entry *ks_get(const struct keyspace *ks, const char *key, size_t klen)
 {
-    struct ks_entry *e = NULL;
-    HASH_FIND(hh, ks->map, key, klen, e);
-    return e;
+    uintptr_t *slot = ktable_find(&ks->table, key, klen);
+    return slot ? ktable_entry(slot) : NULL;
 }
 
-/* Whether a write of vlen bytes to key (replacing what is there) fits the namespace limits; wire status. */
-int ks_fits(struct keyspace *ks, const char *key, size_t klen, size_t vlen)
+/* Call fn for every entry once (no order); fn must not change the keyspace. */
+int ks_each(const struct keyspace *ks, ktable_each_fn fn, void *arg)
 {
-    const struct ks_entry *e = ks_get(ks, key, klen);
+    return ktable_each(&ks->table, fn, arg);
+}
+
+/* Use hash for this keyspace's table from now on; only while it is empty. */
+void ks_set_hash(struct keyspace *ks, ktable_hash_fn hash)
+{
+    if (!ks->count)
+        ks->table.hash = hash;
+}
+
+/* Whether replacing e (NULL: a new key of klen bytes) with a vlen-byte value fits the limits; wire status. */
+static int ks_check(struct keyspace *ks, const struct ks_entry *e, size_t klen, size_t vlen)
+{
     if (vlen > ks->max_value) {
         stats_inc(ks->stats, STAT_LIMIT_VALUE);
         return MUSTER__STATUS__LIMIT;
@@ -92,57 +107,65 @@ int ks_fits(struct keyspace *ks, const char *key, size_t klen, size_t vlen)
     return MUSTER__STATUS__OK;
 }
 
-/* The entry for key, created empty with inline room for vlen bytes when absent (limits already
- * checked); NULL when out of memory. */
-static struct ks_entry *ks_slot(struct keyspace *ks, const char *key, size_t klen, size_t vlen)
+/* Whether a write of vlen bytes to key (replacing what is there) fits the namespace limits; wire status. */
+int ks_fits(struct keyspace *ks, const char *key, size_t klen, size_t vlen)
 {
-    struct ks_entry *e = (struct ks_entry *)ks_get(ks, key, klen);
-    if (e)
+    return ks_check(ks, ks_get(ks, key, klen), klen, vlen);
+}
+
+/* Bytes an entry with these lengths needs. */
+static size_t ks_size(size_t klen, size_t vlen)
+{
+    return offsetof(struct ks_entry, key) + klen + 1 + vlen;
+}
+
+/* e with room for a value of vlen bytes (its first bytes kept), moved when it must grow or has far
+ * too much room; extra is asked for on top when it moves.  NULL when out of memory (e untouched). */
+static struct ks_entry *ks_resize(struct ks_entry *e, size_t vlen, size_t extra)
+{
+    size_t need = ks_size(e->klen, vlen), have = malloc_usable_size(e);
+    if (need <= have && !(have - need >= KS_SHRINK_SLACK && have > 2 * need))
         return e;
-    size_t head = offsetof(struct ks_entry, key) + klen + 1;
-    /* glibc hands out 16-byte-aligned chunks with 8 bytes of overhead: round up to use the slack. */
-    size_t size = (head + vlen + 8 + 15) / 16 * 16 - 8;
-    e = calloc(1, size);
+    return realloc(e, need + extra);
+}
+
+/* A new entry for key with room for vlen value bytes (value unset), in the table; NULL when out of memory. */
+static struct ks_entry *ks_create(struct keyspace *ks, const char *key, size_t klen, size_t vlen)
+{
+    struct ks_entry *e = malloc(ks_size(klen, vlen));
     if (!e)
         return NULL;
-    memcpy(e->key, key, klen);
     e->klen = (uint32_t)klen;
-    e->cap = (uint32_t)(size - head);
-    e->val = ks_inline(e);
-    HASH_ADD_KEYPTR(hh, ks->map, e->key, klen, e);
+    e->vlen = 0;
+    memcpy(e->key, key, klen);
+    e->key[klen] = 0;
+    if (ktable_insert(&ks->table, e) != 0) {
+        free(e);
+        return NULL;
+    }
     ks->count++;
     ks->bytes += klen;
     return e;
 }
 
-/* A malloc'd copy of len bytes (NULL for len 0 or when out of memory). */
-static uint8_t *ks_dup(const uint8_t *p, size_t len)
+/* Make key's value its first off bytes followed by len bytes of src, then run the hook.  slot: the
+ * key's slot from ktable_find, NULL when absent (limits already checked); extra: room to ask for on
+ * top should the entry move.  Wire status. */
+static int ks_store(struct keyspace *ks, uintptr_t *slot, const char *key, size_t klen, size_t off,
+                    const uint8_t *src, size_t len, size_t extra)
 {
-    if (!len)
-        return NULL;
-    uint8_t *c = malloc(len);
-    if (c)
-        memcpy(c, p, len);
-    return c;
-}
-
-/* Replace an entry's value with len bytes at src (owned: src itself, malloc'd, is handed over;
- * freed on failure too), keep the byte count right, and run the hook.  Wire status. */
-static int ks_replace(struct keyspace *ks, struct ks_entry *e, const uint8_t *src, size_t len, uint8_t *owned)
-{
-    uint8_t *in = ks_inline(e), *val = in;
-    if (len <= e->cap) {
-        if (len)
-            memcpy(in, src, len);
-        free(owned);
-    } else if (!(val = owned ? owned : ks_dup(src, len))) {
-        return MUSTER__STATUS__INTERNAL;
+    struct ks_entry *e;
+    if (!slot) {
+        e = ks_create(ks, key, klen, off + len);
+    } else if ((e = ks_resize(ktable_entry(slot), off + len, extra))) {
+        ktable_update(slot, e);
     }
-    if (e->val != in)
-        free(e->val);
-    ks->bytes = ks->bytes - e->vlen + len;
-    e->val = val;
-    e->vlen = (uint32_t)len;
+    if (!e)
+        return MUSTER__STATUS__INTERNAL;
+    if (len)
+        memcpy(ks_val(e) + off, src, len);
+    ks->bytes = ks->bytes - e->vlen + off + len;
+    e->vlen = (uint32_t)(off + len);
     if (ks->hook)
         ks->hook(ks->hook_arg, KS_SET, e->key, e->klen, e);
     return MUSTER__STATUS__OK;
@@ -151,30 +174,29 @@ static int ks_replace(struct keyspace *ks, struct ks_entry *e, const uint8_t *sr
 /* Store val under key; see keyspace.h for ownership. */
 int ks_set(struct keyspace *ks, const char *key, size_t klen, uint8_t *val, size_t vlen, int take)
 {
-    int st = ks_fits(ks, key, klen, vlen);
-    uint8_t *owned = take ? val : NULL;
-    struct ks_entry *e = NULL;
-    if (st == MUSTER__STATUS__OK && !(e = ks_slot(ks, key, klen, vlen)))
-        st = MUSTER__STATUS__INTERNAL;
-    if (st != MUSTER__STATUS__OK) {
-        free(owned);
-        return st;
-    }
-    return ks_replace(ks, e, val, vlen, owned);
+    /* One lookup serves both the limit check and the write. */
+    uintptr_t *slot = ktable_find(&ks->table, key, klen);
+    int st = ks_check(ks, slot ? ktable_entry(slot) : NULL, klen, vlen);
+    if (st == MUSTER__STATUS__OK)
+        st = ks_store(ks, slot, key, klen, 0, val, vlen, 0);
+    if (take)
+        free(val);
+    return st;
 }
 
 /* Remove key; 1 when it existed. */
 int ks_delete(struct keyspace *ks, const char *key, size_t klen)
 {
-    struct ks_entry *e = (struct ks_entry *)ks_get(ks, key, klen);
-    if (!e)
+    uintptr_t *slot = ktable_find(&ks->table, key, klen);
+    if (!slot)
         return 0;
-    HASH_DEL(ks->map, e);
+    struct ks_entry *e = ktable_entry(slot);
+    ktable_remove(&ks->table, slot);
     ks->count--;
     ks->bytes -= e->klen + e->vlen;
     if (ks->hook)
         ks->hook(ks->hook_arg, KS_DELETE, e->key, e->klen, NULL);
-    ks_entry_free(e);
+    free(e);
     return 1;
 }
 
@@ -205,7 +227,7 @@ int ks_add(struct keyspace *ks, const char *key, size_t klen, int64_t delta, int
 {
     const struct ks_entry *e = ks_get(ks, key, klen);
     int64_t cur = 0, sum;
-    if (e && ks_parse_int(e->val, e->vlen, &cur) != 0)
+    if (e && ks_parse_int(ks_val(e), e->vlen, &cur) != 0)
         return MUSTER__STATUS__NOT_A_NUMBER;
     if (__builtin_add_overflow(cur, delta, &sum))
         return MUSTER__STATUS__OVERFLOW;
@@ -220,22 +242,12 @@ int ks_add(struct keyspace *ks, const char *key, size_t klen, int64_t delta, int
 /* Append bytes to key (created when absent); *len gets the new length.  Wire status. */
 int ks_append(struct keyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen, size_t *len)
 {
-    const struct ks_entry *old = ks_get(ks, key, klen);
+    uintptr_t *slot = ktable_find(&ks->table, key, klen);
+    const struct ks_entry *old = slot ? ktable_entry(slot) : NULL;
     size_t have = old ? old->vlen : 0;
-    int st = ks_fits(ks, key, klen, have + vlen);
-    if (st != MUSTER__STATUS__OK)
-        return st;
-    struct ks_entry *e = ks_slot(ks, key, klen, have + vlen);
-    uint8_t *buf = (have + vlen) ? malloc(have + vlen) : NULL;
-    if (!e || ((have + vlen) && !buf)) {
-        free(buf);
-        return MUSTER__STATUS__INTERNAL;
-    }
-    if (have)
-        memcpy(buf, e->val, have);
-    if (vlen)
-        memcpy(buf + have, val, vlen);
-    st = ks_replace(ks, e, buf, have + vlen, buf);
+    int st = ks_check(ks, old, klen, have + vlen);
+    if (st == MUSTER__STATUS__OK)
+        st = ks_store(ks, slot, key, klen, have, val, vlen, (have + vlen) / 4);
     if (st == MUSTER__STATUS__OK)
         *len = have + vlen;
     return st;
@@ -252,7 +264,7 @@ int ks_compare_set(struct keyspace *ks, const char *key, size_t klen, const uint
      * answer is `expected` itself, as TCPStore does. */
     if (!cur && elen)
         return MUSTER__STATUS__OK;
-    if (cur && (cur->vlen != elen || (elen && memcmp(cur->val, exp, elen) != 0)))
+    if (cur && (cur->vlen != elen || (elen && memcmp(ks_val(cur), exp, elen) != 0)))
         return MUSTER__STATUS__OK;
     int st = ks_set(ks, key, klen, (uint8_t *)des, dlen, 0);
     if (st != MUSTER__STATUS__OK)

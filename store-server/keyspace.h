@@ -4,20 +4,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <uthash.h>
+#include "ktable.h"
 
 struct stats;
 
-/* One stored key: one allocation holds the entry, the key (also NUL-terminated) and, while it fits
- * in cap, the value; a value that outgrows it gets a buffer of its own. */
-struct ks_entry {
-    UT_hash_handle hh;
-    uint8_t *val; /* the value: inline after the key, or its own malloc'd buffer */
-    uint32_t vlen;
-    uint32_t klen;
-    uint32_t cap; /* value bytes the entry's own allocation has room for */
-    char key[];
-};
+/* Where e's value starts: right after the key and its NUL (the entry is declared in ktable.h). */
+static inline uint8_t *ks_val(const struct ks_entry *e)
+{
+    return (uint8_t *)(uintptr_t)(e->key + e->klen + 1);
+}
 
 /* What happened to a key, for the change hook. */
 enum ks_change { KS_SET, KS_DELETE };
@@ -26,7 +21,7 @@ enum ks_change { KS_SET, KS_DELETE };
 typedef void (*ks_hook_fn)(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e);
 
 struct keyspace {
-    struct ks_entry *map;
+    struct ktable table;
     size_t count;
     uint64_t bytes; /* key + value bytes */
     uint64_t max_keys, max_bytes, max_value;
@@ -40,10 +35,10 @@ void ks_init(struct keyspace *ks, uint64_t max_keys, uint64_t max_bytes, uint64_
              ks_hook_fn hook, void *hook_arg);
 /* Free every entry. */
 void ks_fini(struct keyspace *ks);
-/* The entry for key, or NULL. */
+/* The entry for key, or NULL; valid until the next write to the keyspace (entries move). */
 const struct ks_entry *ks_get(const struct keyspace *ks, const char *key, size_t klen);
-/* Store val under key.  With take, val (malloc'd) now belongs to the keyspace, even on failure;
- * else it is copied.  Returns a wire status (OK or LIMIT). */
+/* Store a copy of val (never bytes inside the keyspace) under key; with take, val (malloc'd) is
+ * also freed, even on failure.  Returns a wire status (OK or LIMIT). */
 int ks_set(struct keyspace *ks, const char *key, size_t klen, uint8_t *val, size_t vlen, int take);
 /* Remove key; 1 when it existed. */
 int ks_delete(struct keyspace *ks, const char *key, size_t klen);
@@ -56,6 +51,10 @@ int ks_compare_set(struct keyspace *ks, const char *key, size_t klen, const uint
                    const uint8_t *des, size_t dlen, const struct ks_entry **e, int *swapped);
 /* Number of keys. */
 size_t ks_count(const struct keyspace *ks);
+/* Call fn for every entry once (no order); fn must not change the keyspace.  The first non-zero return. */
+int ks_each(const struct keyspace *ks, ktable_each_fn fn, void *arg);
+/* Use hash for this keyspace's table from now on (tests force collisions); only while it is empty. */
+void ks_set_hash(struct keyspace *ks, ktable_hash_fn hash);
 /* Whether a write of vlen bytes to key (replacing what is there) fits the namespace limits; wire status. */
 int ks_fits(struct keyspace *ks, const char *key, size_t klen, size_t vlen);
 

@@ -46,7 +46,7 @@ static void kvops_write_error(struct conn *c, uint64_t id, int st, const char *k
 static void kvops_reply_value(struct conn *c, uint64_t id, const struct ks_entry *e)
 {
     Muster__GetRes r = MUSTER__GET_RES__INIT;
-    r.value.data = e->val;
+    r.value.data = ks_val(e);
     r.value.len = e->vlen;
     conn_reply(c, id, MUSTER__STATUS__OK, NULL, &r.base);
 }
@@ -61,7 +61,7 @@ static void kvops_reply_values(struct conn *c, uint64_t id, char *const *keys, c
     }
     for (size_t i = 0; i < n; i++) {
         const struct ks_entry *e = ks_get(kvops_ks(c), keys[i], klens ? klens[i] : strlen(keys[i]));
-        vals[i].data = e ? e->val : NULL;
+        vals[i].data = e ? ks_val(e) : NULL;
         vals[i].len = e ? e->vlen : 0;
     }
     Muster__MultiGetRes r = MUSTER__MULTI_GET_RES__INIT;
@@ -181,7 +181,7 @@ void kvops_compare_set(struct conn *c, Muster__Request *req)
         return;
     }
     Muster__CompareSetRes r = MUSTER__COMPARE_SET_RES__INIT;
-    r.value = e ? (ProtobufCBinaryData){e->vlen, e->val} : q->expected;
+    r.value = e ? (ProtobufCBinaryData){e->vlen, ks_val(e)} : q->expected;
     r.swapped = swapped;
     conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
 }
@@ -323,6 +323,22 @@ static int kvops_list_match(const struct ks_entry *e, const char *prefix, size_t
     return d > 0 || (d == 0 && e->klen > alen);
 }
 
+/* What kvops_list collects while it walks the keyspace. */
+struct kvops_list_walk {
+    const struct ks_entry **m;
+    size_t n, plen, alen;
+    const char *prefix, *after;
+};
+
+/* ks_each callback of kvops_list: keep e when it matches. */
+static int kvops_list_one(void *arg, const struct ks_entry *e)
+{
+    struct kvops_list_walk *w = arg;
+    if (kvops_list_match(e, w->prefix, w->plen, w->after, w->alen))
+        w->m[w->n++] = e;
+    return 0;
+}
+
 /* list: one page of keys with a prefix, in byte order.  This admin op
  * collects and sorts the matches, O(n log n) in the namespace's keys. */
 void kvops_list(struct conn *c, Muster__Request *req)
@@ -330,7 +346,7 @@ void kvops_list(struct conn *c, Muster__Request *req)
     Muster__ListReq *q = req->list;
     struct keyspace *ks = kvops_ks(c);
     const struct options *o = &c->srv->opt;
-    struct ks_entry **m = malloc((ks->count ? ks->count : 1) * sizeof *m);
+    const struct ks_entry **m = malloc((ks->count ? ks->count : 1) * sizeof *m);
     char **keys = malloc((ks->count ? ks->count : 1) * sizeof *keys);
     if (!m || !keys) {
         free(m);
@@ -338,17 +354,16 @@ void kvops_list(struct conn *c, Muster__Request *req)
         conn_reply(c, req->id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);
         return;
     }
-    size_t n = 0, plen = strlen(q->prefix), alen = strlen(q->after);
-    for (struct ks_entry *e = ks->map; e; e = e->hh.next)
-        if (kvops_list_match(e, q->prefix, plen, q->after, alen))
-            m[n++] = e;
+    struct kvops_list_walk w = {m, 0, strlen(q->prefix), strlen(q->after), q->prefix, q->after};
+    ks_each(ks, kvops_list_one, &w);
+    size_t n = w.n;
     qsort(m, n, sizeof *m, kvops_key_cmp);
     size_t limit = (q->limit && q->limit < o->max_keys_per_request) ? q->limit : o->max_keys_per_request;
     size_t take = 0, bytes = 0, room = o->max_frame - 1024;
     /* A page also stops before it would outgrow a frame. */
     while (take < n && take < limit && bytes + m[take]->klen + 8 <= room) {
         bytes += m[take]->klen + 8;
-        keys[take] = m[take]->key;
+        keys[take] = (char *)m[take]->key;
         take++;
     }
     Muster__ListRes r = MUSTER__LIST_RES__INIT;
@@ -356,7 +371,7 @@ void kvops_list(struct conn *c, Muster__Request *req)
     r.keys = keys;
     r.more = take < n;
     conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
-    free(m);
+    free((void *)m);
     free(keys);
 }
 

@@ -105,7 +105,7 @@ int ns_token_ok(struct server *srv, const char *name, const char *token)
 static void ns_on_change(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
 {
     struct ns *ns = arg;
-    persist_key(ns, what == KS_DELETE, key, klen, e ? e->val : NULL, e ? e->vlen : 0);
+    persist_key(ns, what == KS_DELETE, key, klen, e ? ks_val(e) : NULL, e ? e->vlen : 0);
     rdzv_note_key(ns, key, klen);
     watch_notify(ns, what, key, klen, e);
     if (what == KS_SET)

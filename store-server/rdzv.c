@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <uthash.h>
 #include <utlist.h>
 
 #include "conn.h"
@@ -43,12 +44,14 @@ struct rdzv_node {
     struct rdzv *rz;
     char id[RDZV_ID_MAX + 1];
     uint32_t lws;
+    int want_members;              /* its join asked for the member list */
     int joining;                   /* in the open round */
     uint64_t join_id;              /* the parked request */
     struct event *join_timer;
     uint64_t generation;           /* of its latest membership; 0 = never a member */
     uint32_t node_rank, rank_start;
     struct event *hb_timer;
+    UT_hash_handle hh_round;       /* in rz->round_ids while joining */
 };
 
 /* A growable array of node pointers. */
@@ -62,6 +65,7 @@ struct rdzv {
     struct ns *ns;
     struct rdzv_node *nodes;   /* every node record */
     struct rdzv_set round;     /* the open round's joiners */
+    struct rdzv_node *round_ids; /* the same joiners by id, so a join checks its id in O(1) */
     uint32_t min, max, last_call_ms;
     struct event *last_call;
     uint64_t generation;       /* the latest generation formed; 0 = none yet */
@@ -217,6 +221,7 @@ static void rdzv_release(struct rdzv_node *n)
     evtimer_del(n->join_timer);
     conn_pending_remove(n->conn, n->join_id);
     server_waiter_put(n->rz->ns->srv);
+    stats_dec(&n->rz->ns->srv->stats, STAT_RDZV_PARKED_JOINS);
 }
 
 /* Take a node out of the open round and release its parked request (no reply here). */
@@ -226,6 +231,7 @@ static void rdzv_unpark(struct rdzv_node *n)
         return;
     rdzv_release(n);
     rdzv_set_del(&n->rz->round, n);
+    HASH_DELETE(hh_round, n->rz->round_ids, n);
 }
 
 /* Drop joiners whose connection is already closing: they cannot be members. */
@@ -268,8 +274,8 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *joiners)
 }
 
 /* Answer each member of the new generation with its assignment (members share one list).
- * Every answer carries the whole member list, as the protocol asks, so a round of n nodes
- * sends O(n^2) bytes: some tens of MB at a thousand nodes, once per generation. */
+ * Only joins that asked (want_members) get the whole list: sent to all, a round of n
+ * nodes would cost O(n^2) bytes, some GB at 16k nodes. */
 static void rdzv_answer(struct rdzv *rz, uint32_t world)
 {
     size_t n = rz->members.n;
@@ -297,8 +303,8 @@ static void rdzv_answer(struct rdzv *rz, uint32_t world)
         a.rank_start = m->rank_start;
         a.local_world_size = m->lws;
         a.world_size = world;
-        a.n_members = n;
-        a.members = mp;
+        a.n_members = m->want_members ? n : 0;
+        a.members = m->want_members ? mp : NULL;
         a.node_id = m->id;
         Muster__RdzvJoinRes r = MUSTER__RDZV_JOIN_RES__INIT;
         r.assignment = &a;
@@ -313,6 +319,7 @@ static void rdzv_round_close(struct rdzv *rz)
 {
     struct rdzv_set joiners = rz->round;
     memset(&rz->round, 0, sizeof rz->round);
+    HASH_CLEAR(hh_round, rz->round_ids);
     if (rz->last_call)
         evtimer_del(rz->last_call);
     for (size_t i = 0; i < joiners.n; i++)
@@ -344,7 +351,11 @@ static void rdzv_last_call_cb(evutil_socket_t fd, short what, void *arg)
 /* Decide what the open round does now: close, start or keep its last call, or wait. */
 static void rdzv_round_check(struct rdzv *rz)
 {
-    rdzv_round_purge(rz);
+    /* The purge walks the whole round, so it runs only when the round may close now: once per
+     * round, not once per join (which made a storm of n joins cost O(n^2)).  Dead joiners left
+     * in the count can at worst start the last call early; its callback purges and re-checks. */
+    if (!rz->running && rz->round.n >= rz->min && (rz->round.n >= rz->max || rz->last_call_ms == 0))
+        rdzv_round_purge(rz);
     if (rz->running || rz->round.n == 0 || rz->round.n < rz->min) {
         /* Below the minimum the last call starts over once it is reached again. */
         if (rz->last_call)
@@ -454,10 +465,9 @@ static int rdzv_join_check(const Muster__RdzvJoinReq *j, char *msg, size_t len)
 /* Whether some joiner of the open round other than self uses id. */
 static int rdzv_id_taken(const struct rdzv *rz, const struct rdzv_node *self, const char *id)
 {
-    for (size_t i = 0; i < rz->round.n; i++)
-        if (rz->round.v[i] != self && strcmp(rz->round.v[i]->id, id) == 0)
-            return 1;
-    return 0;
+    struct rdzv_node *found;
+    HASH_FIND(hh_round, rz->round_ids, id, strlen(id), found);
+    return found && found != self;
 }
 
 /* Give a node that joined with "" an id no joiner of the round uses. */
@@ -497,6 +507,7 @@ static int rdzv_park(struct rdzv_node *n, const Muster__Request *req)
         server_waiter_put(srv);
         return MUSTER__STATUS__INTERNAL;
     }
+    stats_inc(&srv->stats, STAT_RDZV_PARKED_JOINS);
     if (rz->round.n == 1) {
         rz->min = j->min_nodes;
         rz->max = j->max_nodes;
@@ -506,10 +517,12 @@ static int rdzv_park(struct rdzv_node *n, const Muster__Request *req)
     n->joining = 1;
     n->join_id = req->id;
     n->lws = j->local_world_size;
+    n->want_members = j->want_members;
     if (*j->node_id)
         snprintf(n->id, sizeof n->id, "%s", j->node_id);
     else
         rdzv_auto_id(rz, n);
+    HASH_ADD_KEYPTR(hh_round, rz->round_ids, n->id, strlen(n->id), n);
     rdzv_arm(n->join_timer, server_timeout(srv, j->timeout_ms));
     rdzv_event(rz, RDZV_EV_JOINED, rz->generation + 1, n->id, strlen(n->id));
     return MUSTER__STATUS__OK;
@@ -628,6 +641,7 @@ void rdzv_ns_destroy(struct ns *ns)
     struct rdzv *rz = ns->rdzv;
     if (!rz)
         return;
+    HASH_CLEAR(hh_round, rz->round_ids); /* the table only: its nodes are freed below */
     struct rdzv_node *n, *tmp;
     DL_FOREACH_SAFE(rz->nodes, n, tmp) {
         if (n->joining)

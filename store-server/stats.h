@@ -42,6 +42,7 @@
     X(OUTPUT_PAUSED, "output_paused")                     \
     X(IDLE_CLOSED, "idle_closed")                         \
     X(WAITS_PARKED, "waits_parked")                       \
+    X(WAITERS_CURRENT, "waiters_current")                 \
     X(WAITS_WOKEN, "waits_woken")                         \
     X(WAITS_CANCELED, "waits_canceled")                   \
     X(TIMEOUTS, "timeouts")                               \
@@ -54,6 +55,7 @@
     X(RDZV_GENERATIONS, "rdzv_generations")               \
     X(RDZV_FAILURES, "rdzv_failures")                     \
     X(RDZV_HEARTBEAT_TIMEOUTS, "rdzv_heartbeat_timeouts") \
+    X(RDZV_PARKED_JOINS, "rdzv_parked_joins")             \
     X(TS_ACCEPTED, "tcpstore_connections_accepted")       \
     X(TS_CURRENT, "tcpstore_connections_current")         \
     X(TS_VALIDATE_ERA, "tcpstore_validate_era")           \
@@ -77,6 +79,12 @@
     X(PERSIST_SNAPSHOTS, "persist_snapshots")             \
     X(PERSIST_ERRORS, "persist_errors")                   \
     X(PERSIST_HELD, "persist_held_frames")                \
+    X(HA_BATCHES, "ha_log_batches")                       \
+    X(HA_RECORDS, "ha_log_records")                       \
+    X(HA_APPEND_US, "ha_log_append_us")                   \
+    X(HA_APPEND_RETRIES, "ha_log_append_retries")         \
+    X(HA_REPLAYED, "ha_log_replayed")                     \
+    X(HA_SNAPSHOTS, "ha_snapshots")                       \
     X(TLS_HANDSHAKE_FAILURES, "tls_handshake_failures")
 
 #define STATS_ENUM_ROW(id, name) STAT_##id,
@@ -110,6 +118,12 @@ static inline void stats_inc(struct stats *s, enum stat_id id)
 static inline void stats_add(struct stats *s, enum stat_id id, uint64_t n)
 {
     s->c[id] += n;
+}
+
+/* Take one from counter id (a gauge such as waiters_current). */
+static inline void stats_dec(struct stats *s, enum stat_id id)
+{
+    s->c[id]--;
 }
 
 /* Nanoseconds on the monotonic clock (for latency). */

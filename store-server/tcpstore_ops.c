@@ -66,7 +66,7 @@ static void tsops_compare_set(struct ts_conn *c, struct ts_req *r)
     if (st != MUSTER__STATUS__OK)
         tsops_refused(c, r, st);
     else if (e)
-        tcpstore_put_blob(c, e->val, e->vlen);
+        tcpstore_put_blob(c, ks_val(e), e->vlen);
     else
         tcpstore_put_blob(c, r->b[1].p, r->b[1].len); /* absent key, non-empty expected */
 }
@@ -75,7 +75,7 @@ static void tsops_compare_set(struct ts_conn *c, struct ts_req *r)
 static void tsops_get(struct ts_conn *c, struct ts_req *r)
 {
     const struct ks_entry *e = ks_get(tsops_ks(c), tsops_key(r), r->b[0].len);
-    tcpstore_put_blob(c, e ? e->val : NULL, e ? e->vlen : 0);
+    tcpstore_put_blob(c, e ? ks_val(e) : NULL, e ? e->vlen : 0);
 }
 
 /* ADD: int64 kept as decimal text; the reply is the new value. */
@@ -131,7 +131,7 @@ static void tsops_multi_get(struct ts_conn *c, struct ts_req *r)
 {
     for (size_t i = 0; i < r->n && tcpstore_live(c); i++) {
         const struct ks_entry *e = ks_get(tsops_ks(c), r->keys[i], r->klens[i]);
-        tcpstore_put_blob(c, e ? e->val : NULL, e ? e->vlen : 0);
+        tcpstore_put_blob(c, e ? ks_val(e) : NULL, e ? e->vlen : 0);
     }
 }
 
@@ -185,14 +185,20 @@ static void tsops_queue_len(struct ts_conn *c, struct ts_req *r)
     tcpstore_put_i64(c, (int64_t)tspark_queue_len(c->ts, tsops_key(r), r->b[0].len));
 }
 
+/* ks_each callback of LIST_KEYS: send one key. */
+static int tsops_list_one(void *arg, const struct ks_entry *e)
+{
+    tcpstore_put_blob(arg, e->key, e->klen);
+    return 0;
+}
+
 /* LIST_KEYS: the count, then every key of the namespace (hash order). */
 static void tsops_list_keys(struct ts_conn *c, struct ts_req *r)
 {
     (void)r;
     struct keyspace *ks = tsops_ks(c);
     tcpstore_put_i64(c, (int64_t)ks_count(ks));
-    for (struct ks_entry *e = ks->map; e; e = e->hh.next)
-        tcpstore_put_blob(c, e->key, e->klen);
+    ks_each(ks, tsops_list_one, c);
 }
 
 /* BARRIER: count the arrival in the key; STOP_WAITING once the count reaches world_size. */

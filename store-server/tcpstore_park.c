@@ -387,7 +387,7 @@ static int tspark_count(const struct ks_entry *e, int64_t *out)
     char buf[24];
     if (!e || e->vlen == 0 || e->vlen >= sizeof buf)
         return -1;
-    memcpy(buf, e->val, e->vlen);
+    memcpy(buf, ks_val(e), e->vlen);
     buf[e->vlen] = 0;
     char *end;
     long long v = strtoll(buf, &end, 10);

@@ -103,6 +103,7 @@ static void waiters_free(struct waiter *w)
     if (w->timer)
         event_free(w->timer);
     server_waiter_put(ns->srv);
+    stats_dec(&ns->srv->stats, STAT_WAITERS_CURRENT);
     free(w);
 }
 
@@ -199,6 +200,7 @@ struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t
     if (waiters_recheck(w) == 0)
         event_active(w->timer, EV_TIMEOUT, 0); /* nothing missing: complete on the next turn */
     stats_inc(&srv->stats, STAT_WAITS_PARKED);
+    stats_inc(&srv->stats, STAT_WAITERS_CURRENT);
     return w;
 }
 

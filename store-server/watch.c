@@ -82,7 +82,7 @@ void watch_notify(struct ns *ns, enum ks_change what, const char *key, size_t kl
     we.kind = what == KS_SET ? MUSTER__WATCH_EVENT__KIND__SET : MUSTER__WATCH_EVENT__KIND__DELETE;
     we.key = (char *)key; /* keyspace keys are NUL-terminated */
     if (e) {
-        we.value.data = e->val;
+        we.value.data = ks_val(e);
         we.value.len = e->vlen;
     }
     Muster__Event ev = MUSTER__EVENT__INIT;

@@ -1,12 +1,17 @@
 /*
  * Unit tests of the daemon's keyspace (store-server/keyspace.c): binary-safe
  * keys, values owned once, add/append/compare_set rules, the change hook,
- * and the per-namespace limits with their counters.
+ * the per-namespace limits with their counters, and the table under it
+ * (store-server/ktable.c): growth while entries are being moved, delete
+ * churn, forced collisions, and iteration that sees every key once.
  */
+#include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "ktable.h"
 #include "keyspace.h"
 #include "muster.pb-c.h"
 #include "stats.h"
@@ -44,7 +49,7 @@ static void t_expect(const struct keyspace *ks, const char *key, size_t klen, co
     }
     CHECK(e != NULL);
     if (e) {
-        CHECK_MEM(e->val, e->vlen, want, wlen);
+        CHECK_MEM(ks_val(e), e->vlen, want, wlen);
         CHECK_EQ(e->klen, klen);
         CHECK(e->key[klen] == 0);
     }
@@ -126,7 +131,7 @@ static void t_append_cas(void *unused)
     t_expect(&ks, "c", 1, "v1", 2);
     CHECK_EQ(ks_compare_set(&ks, "c", 1, (uint8_t *)"no", 2, (uint8_t *)"v2", 2, &e, &sw), MUSTER__STATUS__OK);
     CHECK_EQ(sw, 0);
-    CHECK(e != NULL && e->vlen == 2 && memcmp(e->val, "v1", 2) == 0);
+    CHECK(e != NULL && e->vlen == 2 && memcmp(ks_val(e), "v1", 2) == 0);
     CHECK_EQ(ks_compare_set(&ks, "c", 1, (uint8_t *)"v1", 2, (uint8_t *)"v2", 2, &e, &sw), MUSTER__STATUS__OK);
     CHECK_EQ(sw, 1);
     t_expect(&ks, "c", 1, "v2", 2);
@@ -177,6 +182,221 @@ static void t_limits(void *unused)
     ks_fini(&ks);
 }
 
+/* ------------------------------------------------- table-level checks */
+
+/* Longest key t_key makes, with its NUL. */
+#define T_KEYMAX 40
+
+/* Key number i: variable length (3 to 28 bytes) so hashing sees whole and partial words. */
+static size_t t_key(unsigned i, char *buf)
+{
+    return (size_t)snprintf(buf, T_KEYMAX, "k%u-%.*s", i, (int)(i % 21), "xxxxxxxxxxxxxxxxxxxxx");
+}
+
+/* Fill buf with the first len bytes of key i's value pattern (so appends just continue it). */
+static void t_pattern(unsigned i, size_t from, size_t len, uint8_t *buf)
+{
+    for (size_t j = 0; j < len; j++)
+        buf[j] = (uint8_t)(i * 7 + from + j);
+}
+
+/* The model: value length per key number, -1 for absent. */
+struct t_model {
+    long *len;
+    unsigned n;
+    unsigned *seen;
+};
+
+/* ks_each callback: count one sighting of the key's number. */
+static int t_seen_fn(void *arg, const struct ks_entry *e)
+{
+    struct t_model *m = arg;
+    unsigned i = (unsigned)strtoul(e->key + 1, NULL, 10);
+    if (i < m->n)
+        m->seen[i]++;
+    else
+        CHECK(!"key number out of range");
+    return 0;
+}
+
+/* Check every modelled key's value, the count, and that iteration meets each key exactly once. */
+static void t_verify(const struct keyspace *ks, struct t_model *m)
+{
+    char key[T_KEYMAX];
+    uint8_t want[512];
+    size_t present = 0, bad = 0, badseen = 0;
+    memset(m->seen, 0, m->n * sizeof *m->seen);
+    CHECK_EQ(ks_each(ks, t_seen_fn, m), 0);
+    for (unsigned i = 0; i < m->n; i++) {
+        size_t klen = t_key(i, key);
+        const struct ks_entry *e = ks_get(ks, key, klen);
+        if (m->len[i] < 0) {
+            bad += e != NULL;
+            badseen += m->seen[i] != 0;
+            continue;
+        }
+        present++;
+        badseen += m->seen[i] != 1;
+        t_pattern(i, 0, (size_t)m->len[i], want);
+        if (!e || e->vlen != (uint32_t)m->len[i] || memcmp(ks_val(e), want, e->vlen) != 0 || e->klen != klen)
+            bad++;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(badseen, 0);
+    CHECK_EQ(ks_count(ks), present);
+    CHECK_EQ(ktable_count(&ks->table), present);
+}
+
+/* Set key i of the model to a fresh value of len bytes. */
+static void t_model_set(struct keyspace *ks, struct t_model *m, unsigned i, size_t len)
+{
+    char key[T_KEYMAX];
+    uint8_t val[512];
+    t_pattern(i, 0, len, val);
+    CHECK_EQ(ks_set(ks, key, t_key(i, key), val, len, 0), MUSTER__STATUS__OK);
+    m->len[i] = (long)len;
+}
+
+/* A model of n keys, all absent. */
+static void t_model_init(struct t_model *m, unsigned n)
+{
+    m->n = n;
+    m->len = malloc(n * sizeof *m->len);
+    m->seen = calloc(n, sizeof *m->seen);
+    for (unsigned i = 0; i < n; i++)
+        m->len[i] = -1;
+}
+
+/* Free a model. */
+static void t_model_free(struct t_model *m)
+{
+    free(m->len);
+    free(m->seen);
+}
+
+/* Growth: 200k keys through many doublings, checked (values, count, each-once) while entries are
+ * still being moved out of the old array, and the table stays within its load bounds. */
+static void t_growth(void *unused)
+{
+    struct stats st = {0};
+    struct keyspace ks;
+    struct t_model m;
+    int checked_mid_move = 0;
+    (void)unused;
+    ks_init(&ks, UINT64_MAX, UINT64_MAX, 1024, &st, NULL, NULL);
+    t_model_init(&m, 200000);
+    for (unsigned i = 0; i < m.n; i++) {
+        t_model_set(&ks, &m, i, i % 97);
+        if (ks.table.old && ks.table.cursor > 0 && checked_mid_move < 3 && i > 1000) {
+            t_verify(&ks, &m);
+            checked_mid_move++;
+        }
+    }
+    CHECK(checked_mid_move > 0);
+    t_verify(&ks, &m);
+    /* Settled (nothing left to move), the array is between 1.25 and 2.5 slots per key. */
+    for (unsigned i = 0; i < m.n && ks.table.old; i++)
+        t_model_set(&ks, &m, i, i % 97);
+    CHECK(ks.table.old == NULL);
+    size_t slots = ktable_bytes(&ks.table) / sizeof(uintptr_t);
+    CHECK(slots * 4 >= ks_count(&ks) * 5);
+    CHECK(slots * 2 <= ks_count(&ks) * 5);
+    ks_fini(&ks);
+    t_model_free(&m);
+}
+
+/* A small deterministic generator for the churn test. */
+static uint32_t t_rand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(*s >> 33);
+}
+
+/* Run ops random set/append/delete steps on a model of n keys, verifying every `every` steps. */
+static void t_churn_run(struct keyspace *ks, unsigned n, unsigned ops, unsigned every)
+{
+    struct t_model m;
+    uint64_t rs = 42;
+    char key[T_KEYMAX];
+    uint8_t val[512];
+    size_t len = 0;
+    t_model_init(&m, n);
+    for (unsigned k = 0; k < ops; k++) {
+        unsigned i = t_rand(&rs) % n, what = t_rand(&rs) % 10;
+        size_t klen = t_key(i, key);
+        if (what < 5) { /* delete-heavy: half of all steps */
+            CHECK_EQ(ks_delete(ks, key, klen), m.len[i] >= 0);
+            m.len[i] = -1;
+        } else if (what < 8 || m.len[i] > 400) {
+            t_model_set(ks, &m, i, t_rand(&rs) % 300);
+        } else {
+            size_t have = m.len[i] < 0 ? 0 : (size_t)m.len[i], add = t_rand(&rs) % 100;
+            t_pattern(i, have, add, val);
+            CHECK_EQ(ks_append(ks, key, klen, val, add, &len), MUSTER__STATUS__OK);
+            CHECK_EQ(len, have + add);
+            m.len[i] = (long)(have + add);
+        }
+        if ((k + 1) % every == 0)
+            t_verify(ks, &m);
+    }
+    t_verify(ks, &m);
+    for (unsigned i = 0; i < n; i++)
+        if (m.len[i] >= 0)
+            CHECK_EQ(ks_delete(ks, key, t_key(i, key)), 1);
+    CHECK_EQ(ks_count(ks), 0);
+    CHECK_EQ(ks->bytes, 0);
+    t_model_free(&m);
+}
+
+/* Delete-heavy churn over 3000 keys: backward-shift deletion keeps every run findable. */
+static void t_churn(void *unused)
+{
+    struct stats st = {0};
+    struct keyspace ks;
+    (void)unused;
+    ks_init(&ks, UINT64_MAX, UINT64_MAX, 1024, &st, NULL, NULL);
+    t_churn_run(&ks, 3000, 200000, 20000);
+    ks_fini(&ks);
+}
+
+/* A terrible hash: two values only, one of which homes every key at the last slot (wrapping). */
+static uint64_t t_bad_hash(const char *key, size_t klen, uint64_t seed)
+{
+    (void)seed;
+    return (key[klen - 1] & 1) ? UINT64_MAX : 0;
+}
+
+/* Forced collisions: the same churn with every key in one or two probe runs, wrapping the array. */
+static void t_collide(void *unused)
+{
+    struct stats st = {0};
+    struct keyspace ks;
+    (void)unused;
+    ks_init(&ks, UINT64_MAX, UINT64_MAX, 1024, &st, NULL, NULL);
+    ks_set_hash(&ks, t_bad_hash);
+    t_churn_run(&ks, 400, 20000, 1000);
+    ks_fini(&ks);
+}
+
+/* An entry moves when its value outgrows its chunk and gives room back when it shrinks a lot. */
+static void t_resize(void *unused)
+{
+    struct stats st = {0};
+    struct keyspace ks;
+    static uint8_t big[4000];
+    (void)unused;
+    memset(big, 'b', sizeof big);
+    ks_init(&ks, 10, 1 << 20, sizeof big, &st, NULL, NULL);
+    CHECK_EQ(ks_set(&ks, "r", 1, (uint8_t *)"s", 1, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(ks_set(&ks, "r", 1, big, sizeof big, 0), MUSTER__STATUS__OK);
+    t_expect(&ks, "r", 1, (const char *)big, sizeof big);
+    CHECK_EQ(ks_set(&ks, "r", 1, (uint8_t *)"tiny", 4, 0), MUSTER__STATUS__OK);
+    t_expect(&ks, "r", 1, "tiny", 4);
+    CHECK(malloc_usable_size((void *)(uintptr_t)ks_get(&ks, "r", 1)) < 256);
+    CHECK_EQ(ks.bytes, 5);
+    ks_fini(&ks);
+}
+
 /* Run the keyspace tests. */
 int main(void)
 {
@@ -185,5 +405,9 @@ int main(void)
     H_RUN(t_add, NULL);
     H_RUN(t_append_cas, NULL);
     H_RUN(t_limits, NULL);
+    H_RUN(t_growth, NULL);
+    H_RUN(t_churn, NULL);
+    H_RUN(t_collide, NULL);
+    H_RUN(t_resize, NULL);
     return h_finish();
 }
