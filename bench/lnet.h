@@ -50,6 +50,7 @@ struct lnet {
     unsigned n;
     unsigned open;           /* connections currently open */
     unsigned retrying;       /* connections waiting for a retry */
+    int nagle;               /* leave Nagle on (no TCP_NODELAY): for one-request-in-flight modes */
     void *mode;              /* the mode's state, for its callbacks */
     lnet_cb on_open;         /* connect finished */
     lnet_cb on_read;         /* new bytes in rbuf[roff..rlen) */

@@ -287,6 +287,10 @@ int storm_run(struct lg *lg)
     memset(S.id, 'I', lg->cfg.value_size);
     if (lnet_init(&lg->net, lg->cfg.host, lg->cfg.port, lg->cfg.conns, lg->cfg.sources, 4) < 0)
         return 2;
+    /* A rank writes once and then waits for the reply (rank 0's two requests go out in one
+     * write), so Nagle never holds anything back here, and skipping TCP_NODELAY takes a syscall
+     * per rank off the generator while it races the server through the connects. */
+    lg->net.nagle = 1;
     lg->net.mode = &S;
     lg->net.on_open = storm_on_open;
     lg->net.on_read = storm_on_read;

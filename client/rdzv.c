@@ -46,12 +46,22 @@ static int rdzv_convert(muster_t *m, const Muster__Assignment *wa, muster_assign
         mm->rank_start = w->rank_start;
         mm->local_world_size = w->local_world_size;
     }
-    if (bad || a->num_nodes != a->n_members || a->node_rank >= a->num_nodes) {
+    /* The list comes only when the join asked for it (want_members). */
+    if (bad || (a->n_members && a->num_nodes != a->n_members) || a->node_rank >= a->num_nodes) {
         muster_assignment_free(a);
         return error_set(m, MUSTER_EPROTO, "inconsistent assignment from the server");
     }
     *out = a;
     return MUSTER_OK;
+}
+
+/* Note the membership a join gave, so a failover can say it ended. */
+static void rdzv_remember(muster_t *m, const muster_assignment *a)
+{
+    m->rdzv_member = 1;
+    m->rdzv_lost = 0;
+    m->rdzv_generation = a->generation;
+    memcpy(m->rdzv_node, a->node_id, sizeof m->rdzv_node);
 }
 
 /* Join the job's next round and wait (up to timeout_ms, server-enforced)
@@ -72,6 +82,7 @@ MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muste
     join.min_nodes = opts->min_nodes;
     join.max_nodes = opts->max_nodes;
     join.last_call_ms = opts->last_call_ms;
+    join.want_members = opts->want_members != 0;
     join.timeout_ms = call_timeout(m, timeout_ms);
     Muster__Request req = MUSTER__REQUEST__INIT;
     req.op_case = MUSTER__REQUEST__OP_RDZV_JOIN;
@@ -85,6 +96,8 @@ MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muste
     else
         rc = rdzv_convert(m, resp->rdzv_join->assignment, out);
     call_free(resp);
+    if (rc == MUSTER_OK)
+        rdzv_remember(m, *out);
     return rc;
 }
 
@@ -93,6 +106,10 @@ MUSTER_API int muster_rdzv_heartbeat(muster_t *m, uint64_t generation, uint32_t 
 {
     if (!m)
         return MUSTER_EINVAL;
+    /* The new connection never had the membership: say so the way a broken generation does. */
+    if (m->rdzv_lost)
+        return error_set(m, MUSTER_ESTALE, "the store connection was re-established (failover); the "
+                                           "generation must re-form: join again");
     Muster__RdzvHeartbeatReq hb = MUSTER__RDZV_HEARTBEAT_REQ__INIT;
     hb.generation = generation;
     Muster__Request req = MUSTER__REQUEST__INIT;
@@ -125,6 +142,8 @@ MUSTER_API int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms)
     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
     if (rc == MUSTER_OK)
         call_free(resp);
+    if (rc == MUSTER_OK || rc == MUSTER_ENOTMEMBER)
+        m->rdzv_member = m->rdzv_lost = 0;
     return rc;
 }
 

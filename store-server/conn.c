@@ -186,7 +186,7 @@ void conn_fail(struct conn *c, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    log_msg(LOG_INFO, "conn %llu %s: closing: %s", (unsigned long long)c->session_id, c->peer, msg);
+    log_msg(LOG_INFO, "conn %llu %s: closing: %s", (unsigned long long)c->session_id, conn_peer(c), msg);
     Muster__ProtocolError e = MUSTER__PROTOCOL_ERROR__INIT;
     e.status = (Muster__Status)status;
     e.message = msg;
@@ -202,7 +202,8 @@ void conn_close(struct conn *c, const char *why)
 {
     if (c->state == CONN_DEAD)
         return;
-    log_msg(LOG_DEBUG, "conn %llu %s: closed: %s", (unsigned long long)c->session_id, c->peer, why);
+    if (log_enabled(LOG_DEBUG))
+        log_msg(LOG_DEBUG, "conn %llu %s: closed: %s", (unsigned long long)c->session_id, conn_peer(c), why);
     conn_set_state(c, CONN_DEAD);
     conn_io_stop(c);
     event_active(c->timer, EV_TIMEOUT, 0);
@@ -336,7 +337,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     } else if (c->state == CONN_FLUSHING || c->paused) {
         stats_inc(&srv->stats, STAT_LIMIT_OUTPUT);
         log_msg(LOG_WARN, "conn %llu %s: closed: output not read within the timeout",
-                (unsigned long long)c->session_id, c->peer);
+                (unsigned long long)c->session_id, conn_peer(c));
         conn_close(c, "slow reader");
     } else if (c->state == CONN_HELLO) {
         stats_inc(&srv->stats, STAT_HELLO_TIMEOUT);
@@ -381,8 +382,9 @@ static void conn_hello(struct conn *c, const Muster__Hello *h)
         conn_set_state(c, CONN_OPEN);
         conn_arm(c);
         stats_inc(&srv->stats, STAT_HELLO_OK);
-        log_msg(LOG_DEBUG, "conn %llu %s: hello ns '%s' client '%s'", (unsigned long long)c->session_id, c->peer,
-                ns->name, c->name);
+        if (log_enabled(LOG_DEBUG))
+            log_msg(LOG_DEBUG, "conn %llu %s: hello ns '%s' client '%s'", (unsigned long long)c->session_id,
+                    conn_peer(c), ns->name, c->name);
         Muster__Limits lim = MUSTER__LIMITS__INIT;
         lim.max_frame = (uint32_t)o->max_frame;
         lim.max_key = (uint32_t)o->max_key;
@@ -567,6 +569,14 @@ static void conn_peer_name(const struct sockaddr *sa, char *buf, size_t n)
     }
 }
 
+/* The peer's address as text, formatted on first use. */
+const char *conn_peer(struct conn *c)
+{
+    if (!c->peer[0])
+        conn_peer_name((const struct sockaddr *)&c->addr, c->peer, sizeof c->peer);
+    return c->peer;
+}
+
 /* Allocate a connection around fd and link it into the server; NULL on failure (fd closed). */
 static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *sa, int tls)
 {
@@ -589,7 +599,9 @@ static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *
     c->session_id = ++srv->next_session;
     c->born_ms = c->last_rx_ms = conn_now_ms();
     conn_set_state(c, CONN_HELLO);
-    conn_peer_name(sa, c->peer, sizeof c->peer);
+    /* Only copied here: formatting it (inet_ntop, snprintf) was a tenth of a connect storm's
+     * user time, and most connections never log their address. */
+    memcpy(&c->addr, sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
     c->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = c;
@@ -606,10 +618,7 @@ static void conn_accept_as(struct server *srv, int fd, const struct sockaddr *sa
         close(fd);
         return;
     }
-    if (srv->opt.nodelay) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
+    /* --nodelay needs no setsockopt here: accepted sockets inherit it from the listener. */
     struct conn *c = conn_new(srv, fd, sa, tls);
     if (!c)
         return;
@@ -624,7 +633,8 @@ static void conn_accept_as(struct server *srv, int fd, const struct sockaddr *sa
     c->admitted = 1;
     srv->nconns++;
     stats_inc(&srv->stats, STAT_CONN_CURRENT);
-    log_msg(LOG_DEBUG, "conn %llu %s: accepted", (unsigned long long)c->session_id, c->peer);
+    if (log_enabled(LOG_DEBUG))
+        log_msg(LOG_DEBUG, "conn %llu %s: accepted", (unsigned long long)c->session_id, conn_peer(c));
     conn_io_start(c);
     conn_arm(c);
 }

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <uthash.h>
 
@@ -53,9 +54,13 @@ struct conn {
     uint64_t born_ms, last_rx_ms, paused_ms, state_ms;
     void *rdzv;     /* rendezvous membership, owned by rdzv.c */
     struct persist_hold hold; /* replies waiting for the log to be durable (persist.c) */
-    char peer[64];
+    struct sockaddr_in6 addr; /* the peer's address (an AF_INET one fits too) */
+    char peer[64];  /* the same as text, formatted on first use: read it through conn_peer() */
     char name[64];
 };
+
+/* The peer's address as text ("1.2.3.4:5" or "[::1]:5"), formatted on first use. */
+const char *conn_peer(struct conn *c);
 
 /* Take over an accepted socket; refuse it with a LIMIT error frame when over --max-connections. */
 void conn_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen);

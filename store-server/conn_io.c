@@ -110,7 +110,7 @@ static void conn_io_bev_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     struct conn *c = arg;
     if (what & BEV_EVENT_ERROR)
-        tls_note_error(c->srv, bev, c->peer);
+        tls_note_error(c->srv, bev, conn_peer(c));
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
         conn_close(c, (what & BEV_EVENT_EOF) ? "peer closed" : strerror(EVUTIL_SOCKET_ERROR()));
 }

@@ -14,11 +14,12 @@
 
 #include <event2/buffer.h>
 #include <event2/http.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utlist.h>
+
+#include "b64.h"
 
 /* The most endpoints one --ha URL may name. */
 #define HA_ETCD_MAX_EP 16
@@ -135,11 +136,17 @@ const char *ha_etcd_current(const struct ha_etcd *e, uint16_t *port)
     return e->ep[e->cur].host;
 }
 
-/* Pick the next endpoint after a failure; returns its host, *port gets its port. */
-const char *ha_etcd_next(struct ha_etcd *e, uint16_t *port)
+/* After a failure on endpoint ep: move to the next endpoint, unless the client has already moved on. */
+void ha_etcd_avoid(struct ha_etcd *e, int ep)
 {
-    e->cur = (e->cur + 1) % e->nep;
-    return ha_etcd_current(e, port);
+    if (e->cur == ep)
+        e->cur = (e->cur + 1) % e->nep;
+}
+
+/* The index of the current endpoint. */
+int ha_etcd_index(const struct ha_etcd *e)
+{
+    return e->cur;
 }
 
 /* The name of err, for log lines. */
@@ -194,8 +201,7 @@ static void ha_etcd_done(struct evhttp_request *req, void *arg)
     enum ha_etcd_err err = HA_ETCD_OK;
     if (code == 0) {
         err = HA_ETCD_UNREACHABLE;
-        if (c->ep == e->cur)
-            e->cur = (e->cur + 1) % e->nep;
+        ha_etcd_avoid(e, c->ep);
     } else if (code != 200) {
         err = HA_ETCD_REFUSED;
     } else if (!reply) {
@@ -241,7 +247,7 @@ json_t *ha_etcd_b64(const void *p, size_t n)
     char *out = malloc(4 * ((n + 2) / 3) + 1);
     if (!out)
         return NULL;
-    EVP_EncodeBlock((unsigned char *)out, p, (int)n);
+    b64_encode(out, p, n);
     json_t *j = json_string(out);
     free(out);
     return j;
@@ -256,14 +262,11 @@ static uint8_t *ha_etcd_unb64(const char *s, size_t *n)
     uint8_t *out = malloc(len / 4 * 3 + 1);
     if (!out)
         return NULL;
-    int got = EVP_DecodeBlock(out, (const unsigned char *)s, (int)len);
+    long got = b64_decode(out, s, len);
     if (got < 0) {
         free(out);
         return NULL;
     }
-    /* EVP_DecodeBlock counts padding as zero bytes. */
-    for (size_t i = len; i > 0 && s[i - 1] == '=' && got > 0; i--)
-        got--;
     out[got] = '\0';
     *n = (size_t)got;
     return out;

@@ -3,7 +3,9 @@
  * whole job queues in the kernel instead of being refused.  When accept()
  * runs out of file descriptors the listener is disabled and re-enabled from
  * a timer (--emfile-retry-ms): left enabled, the readable listening socket
- * would spin the loop without progress.
+ * would spin the loop without progress.  --nodelay is set on the listening
+ * socket: Linux copies it to every accepted socket, which saves a
+ * setsockopt per connection (a connect storm is mostly syscalls).
  */
 #include "listener.h"
 
@@ -12,6 +14,8 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +153,10 @@ static int listener_bind(struct listener *l, const char *spec, const struct addr
         return err == EADDRINUSE || err == EADDRNOTAVAIL || err == EACCES ? EX_UNAVAILABLE : EX_OSERR;
     }
     evconnlistener_set_error_cb(l->evl, listener_error_cb);
+    if (l->srv->opt.nodelay) {
+        int one = 1;
+        setsockopt(evconnlistener_get_fd(l->evl), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
     listener_describe(l);
     return 0;
 }

@@ -7,13 +7,17 @@
  * a connection without one fails its handshake (counted as
  * tls_handshake_failures).  The handshake runs inside the hello timeout.
  * Plain --listen addresses stay available for trusted networks.
+ *
+ * Everything that calls OpenSSL lives in a separate module, musterd-tls.so
+ * (tls_mod.c), loaded here only when --tls-listen is given.  Linked in, the
+ * OpenSSL libraries alone were about 1.7 MiB of an idle daemon's 5.1 MiB
+ * resident set (relocation and start-up pages of libcrypto and libssl),
+ * paid by every daemon whether or not it serves TLS; see docs/service.md.
  */
 #include "tls.h"
 
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
+#include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,54 +28,68 @@
 #include "listener.h"
 #include "log.h"
 #include "server.h"
+#include "tls_mod.h"
+
+#ifndef MUSTER_TLS_MODULE_DIR
+#define MUSTER_TLS_MODULE_DIR "/usr/local/lib/muster"
+#endif
 
 struct tls {
-    SSL_CTX *ctx;
+    void *dl;                 /* the loaded module (never unloaded) */
+    const struct tls_mod *mod;
+    void *ctx;                /* the module's server context */
     struct listener **listeners;
     size_t n;
 };
 
-/* Log the oldest queued OpenSSL error with a prefix, and clear the queue. */
-static void tls_log_openssl(int level, const char *what)
+/* Write the directory of the running binary into dir; 0, or -1 when it cannot be read. */
+static int tls_exe_dir(char *dir, size_t n)
 {
-    char err[256] = "unknown error";
-    unsigned long e = ERR_get_error();
-    if (e)
-        ERR_error_string_n(e, err, sizeof err);
-    ERR_clear_error();
-    log_msg(level, "%s: %s", what, err);
+    ssize_t len = readlink("/proc/self/exe", dir, n - 1);
+    if (len <= 0)
+        return -1;
+    dir[len] = 0;
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return -1;
+    *slash = 0;
+    return 0;
 }
 
-/* Build the server context from --tls-cert, --tls-key and --tls-ca; NULL after logging why. */
-static SSL_CTX *tls_context(const struct options *o)
+/* Open the module at dir/TLS_MOD_FILE; the handle, or NULL with the loader's reason in why. */
+static void *tls_dlopen(const char *dir, char *why, size_t n)
 {
-    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-    if (!ctx) {
-        tls_log_openssl(LOG_ERROR, "cannot create a TLS context");
-        return NULL;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", dir, TLS_MOD_FILE);
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *e = dlerror();
+        snprintf(why, n, "%.480s", e ? e : path);
     }
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
-    /* A client that closes without close_notify has still just closed (OpenSSL 3 calls it an error). */
-    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
-#endif
-    const char *fail = NULL;
-    if (SSL_CTX_use_certificate_chain_file(ctx, o->tls_cert) != 1)
-        fail = "--tls-cert";
-    else if (SSL_CTX_use_PrivateKey_file(ctx, o->tls_key, SSL_FILETYPE_PEM) != 1)
-        fail = "--tls-key";
-    else if (SSL_CTX_check_private_key(ctx) != 1)
-        fail = "--tls-key does not match --tls-cert";
-    else if (*o->tls_ca && SSL_CTX_load_verify_locations(ctx, o->tls_ca, NULL) != 1)
-        fail = "--tls-ca";
-    if (fail) {
-        tls_log_openssl(LOG_ERROR, fail);
-        SSL_CTX_free(ctx);
-        return NULL;
+    return dl;
+}
+
+/* Load the module from beside the binary (a build tree), else the install directory; 0 or EX_UNAVAILABLE. */
+static int tls_load(struct tls *t)
+{
+    char dir[PATH_MAX], why[2][512] = {"no binary directory", ""};
+    if (tls_exe_dir(dir, sizeof dir) == 0)
+        t->dl = tls_dlopen(dir, why[0], sizeof why[0]);
+    if (!t->dl)
+        t->dl = tls_dlopen(MUSTER_TLS_MODULE_DIR, why[1], sizeof why[1]);
+    if (!t->dl) {
+        log_msg(LOG_ERROR, "--tls-listen needs the TLS module %s, which did not load (%s; %s)", TLS_MOD_FILE,
+                why[0], why[1]);
+        return EX_UNAVAILABLE;
     }
-    if (*o->tls_ca)
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-    return ctx;
+    t->mod = dlsym(t->dl, TLS_MOD_SYMBOL);
+    if (!t->mod || t->mod->abi != TLS_MOD_ABI) {
+        log_msg(LOG_ERROR, "%s is not a TLS module of this musterd (interface %d, expected %d)", TLS_MOD_FILE,
+                t->mod ? t->mod->abi : -1, TLS_MOD_ABI);
+        t->mod = NULL;
+        return EX_UNAVAILABLE;
+    }
+    return 0;
 }
 
 /* Accept callback of a TLS listener: a connection whose bufferevent speaks TLS. */
@@ -92,10 +110,16 @@ int tls_start(struct server *srv)
         return EX_OSERR;
     }
     srv->tls = t;
-    if (!(t->ctx = tls_context(o)))
+    int rc = tls_load(t);
+    if (rc)
+        return rc;
+    char err[512];
+    if (!(t->ctx = t->mod->ctx_new(o->tls_cert, o->tls_key, o->tls_ca, err, sizeof err))) {
+        log_msg(LOG_ERROR, "%s", err);
         return EX_CONFIG;
+    }
     for (size_t i = 0; i < o->tls_listen.n; i++) {
-        int rc = listener_open_with(srv, o->tls_listen.v[i], tls_accept, &t->listeners[i]);
+        rc = listener_open_with(srv, o->tls_listen.v[i], tls_accept, &t->listeners[i]);
         if (rc)
             return rc;
         t->n++;
@@ -122,7 +146,8 @@ void tls_fini(struct server *srv)
     tls_drain(srv);
     free(t->listeners);
     if (t->ctx)
-        SSL_CTX_free(t->ctx);
+        t->mod->ctx_free(t->ctx); /* connections still open hold their own reference */
+    /* The module stays loaded: TLS connections freed after this still run its libraries' code. */
     free(t);
     srv->tls = NULL;
 }
@@ -130,31 +155,15 @@ void tls_fini(struct server *srv)
 /* A server-side TLS bufferevent around an accepted socket; NULL on failure (fd closed). */
 struct bufferevent *tls_bufferevent(struct server *srv, int fd)
 {
-    SSL *ssl = SSL_new(srv->tls->ctx);
-    struct bufferevent *bev =
-        ssl ? bufferevent_openssl_socket_new(srv->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
-            : NULL;
-    if (!bev) {
-        if (ssl)
-            SSL_free(ssl);
-        close(fd);
-        return NULL;
-    }
-    /* A peer that closes without close_notify has still only closed: EOF, not an error. */
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    return bev;
+    return srv->tls->mod->bev_new(srv->tls->ctx, srv->base, fd);
 }
 
 /* A connection's bufferevent reported an error: count and log a TLS failure (a refused certificate). */
 void tls_note_error(struct server *srv, struct bufferevent *bev, const char *peer)
 {
-    unsigned long e = srv->tls ? bufferevent_get_openssl_error(bev) : 0;
-    if (!e)
-        return;
     char err[256];
-    ERR_error_string_n(e, err, sizeof err);
-    while (bufferevent_get_openssl_error(bev))
-        ; /* drain the rest of this connection's error queue */
+    if (!srv->tls || !srv->tls->mod || !srv->tls->mod->bev_error(bev, err, sizeof err))
+        return;
     stats_inc(&srv->stats, STAT_TLS_HANDSHAKE_FAILURES);
     log_msg(LOG_INFO, "TLS connection from %s failed: %s", peer, err);
 }

@@ -1,4 +1,4 @@
-/* TLS listeners (--tls-listen): OpenSSL through libevent's bufferevent_openssl, optional client certificates. */
+/* TLS listeners (--tls-listen): OpenSSL glue loaded from musterd-tls.so on demand, optional client certificates. */
 #ifndef MUSTERD_TLS_H
 #define MUSTERD_TLS_H
 

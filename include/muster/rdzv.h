@@ -56,8 +56,8 @@ typedef struct muster_assignment {
     uint32_t rank_start;        /* global rank of this node's local rank 0 */
     uint32_t local_world_size;
     uint32_t world_size;
-    size_t n_members;
-    muster_member *members;     /* ordered by node_rank */
+    size_t n_members;           /* 0 unless the join set want_members */
+    muster_member *members;     /* ordered by node_rank; NULL unless the join set want_members */
 } muster_assignment;
 
 typedef struct muster_rdzv_opts {
@@ -66,6 +66,8 @@ typedef struct muster_rdzv_opts {
     uint32_t min_nodes;         /* >= 1 */
     uint32_t max_nodes;         /* >= min_nodes */
     uint32_t last_call_ms;      /* wait after min is reached for more nodes (0: close at min) */
+    int want_members;           /* nonzero: the assignment lists every member (O(nodes) bytes per
+                                   joiner, O(nodes^2) per round); 0: only this node's own place */
 } muster_rdzv_opts;
 
 /* Join the job's next round and wait (up to timeout_ms, server-enforced)

@@ -153,6 +153,8 @@ static void t_deterministic_ranks(void *arg)
     joiner_init(&js[0], "ranks", "node-c", 1, 3, 3, 0);
     joiner_init(&js[1], "ranks", "node-a", 2, 3, 3, 0);
     joiner_init(&js[2], "ranks", "node-b", 3, 3, 3, 0);
+    /* Two ask for the member list; the third gets only its own place (the small default). */
+    js[0].o.want_members = js[1].o.want_members = 1;
     join_all(js, 3);
     static const uint32_t want_rank[3] = {2, 0, 1}, want_start[3] = {5, 0, 2};
     for (int i = 0; i < 3; i++) {
@@ -165,7 +167,8 @@ static void t_deterministic_ranks(void *arg)
         CHECK_EQ(a->world_size, 6);
         CHECK_EQ(a->local_world_size, js[i].o.local_world_size);
         CHECK_STR(a->node_id, js[i].id);
-        CHECK_EQ(a->n_members, 3);
+        CHECK_EQ(a->n_members, js[i].o.want_members ? 3u : 0u);
+        CHECK(js[i].o.want_members || a->members == NULL);
         if (a->n_members == 3) {
             CHECK_STR(a->members[0].node_id, "node-a");
             CHECK_STR(a->members[1].node_id, "node-b");
@@ -231,12 +234,14 @@ static void t_join_timeout(void *arg)
     HC_EXPECT(lone.m, "after/timeout", "ok");
     joiner_init(&js[0], "timeout", "p", 1, 2, 2, 0);
     joiner_init(&js[1], "timeout", "q", 1, 2, 2, 0);
+    js[0].o.want_members = 1;
     join_all(js, 2);
     for (int i = 0; i < 2; i++) {
         CHECK_EQ(js[i].rc, MUSTER_OK);
         if (js[i].a)
             CHECK_EQ(js[i].a->num_nodes, 2);
     }
+    CHECK(js[0].a && js[0].a->n_members == 2);
     if (js[0].a && js[0].a->n_members == 2) {
         CHECK_STR(js[0].a->members[0].node_id, "p");
         CHECK_STR(js[0].a->members[1].node_id, "q");

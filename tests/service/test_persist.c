@@ -107,7 +107,7 @@ static int log_has(const struct h_daemon *d, const char *text)
 /* Join a one-node round in ns; the generation, or 0. */
 static uint64_t one_node_generation(muster_t *m)
 {
-    muster_rdzv_opts o = {"solo", 1, 1, 1, 0};
+    muster_rdzv_opts o = {"solo", 1, 1, 1, 0, 0};
     muster_assignment *a = NULL;
     uint64_t g = muster_rdzv_join(m, &o, &a, 5000) == MUSTER_OK ? a->generation : 0;
     muster_assignment_free(a);
