@@ -11,6 +11,13 @@
  * gives up once three quarters of the TTL have passed since the last one
  * that etcd confirmed.  So two daemons never serve at once, even when the leader is
  * cut off from etcd rather than dead.
+ *
+ * The log itself is ha_log.c: a new leader first applies the log's tail and
+ * only then serves; a standby follows the log.  A leader that loses its
+ * leadership while etcd has not confirmed some of its changes cannot take
+ * them back out of its keyspaces: it never serves again (their writes are
+ * not acknowledged; every request gets NOT_LEADER) and says in its log that
+ * it must be restarted, which makes it a standby reading the log afresh.
  */
 #include "ha.h"
 
@@ -23,8 +30,10 @@
 #include <unistd.h>
 
 #include "ha_etcd.h"
+#include "ha_log.h"
 #include "listener.h"
 #include "log.h"
+#include "persist.h"
 #include "server.h"
 
 /* Pause before trying etcd again after a failed grant or campaign. */
@@ -36,6 +45,8 @@ struct ha {
     struct server *srv;
     struct ha_etcd *etcd;
     struct ha_etcd_watch *watch; /* the leader key, while a standby */
+    struct ha_log *log;
+    struct ha_etcd *log_etcd;    /* the log's own connections: a slow append never delays a renewal */
     struct event *timer;         /* renewals (leader) or retries */
     enum ha_state state;
     char key[512];    /* PREFIX/leader */
@@ -46,6 +57,8 @@ struct ha {
     uint64_t renewed_ms;  /* when the last renewal etcd confirmed was sent */
     uint64_t renewing_ms; /* when the renewal in flight was sent (0: none) */
     int retries_left;     /* immediate renewal retries left this tick */
+    int caught_up;        /* as leader: the log's tail is applied */
+    int retired;          /* lost leadership with unconfirmed changes: never serves again */
 };
 
 static void ha_campaign(struct ha *ha);
@@ -81,17 +94,33 @@ static void ha_unwatch(struct ha *ha)
     ha->watch = NULL;
 }
 
+/* Stop appending or following the log; retire for good when changes etcd never confirmed are in the
+ * keyspaces (they would be served to clients as if they had happened). */
+static void ha_stop_log(struct ha *ha)
+{
+    size_t lost = ha_log_stop(ha->log);
+    if (!lost || ha->retired)
+        return;
+    ha->retired = 1;
+    persist_forsake(ha->srv);
+    log_msg(LOG_ERROR, "ha: leadership lost with %zu changes etcd never confirmed (their writes were not "
+            "acknowledged); this daemon no longer campaigns: restart it to rejoin as a standby", lost);
+}
+
 /* Give up leadership (or a campaign) and start over with a new lease. */
 static void ha_restart(struct ha *ha, const char *why)
 {
     if (ha->state == HA_LEADER)
         log_msg(LOG_WARN, "ha: no longer leader: %s", why);
-    ha->state = HA_GRANTING;
+    ha_stop_log(ha);
+    ha->caught_up = 0;
+    ha->state = ha->retired ? HA_STANDBY : HA_GRANTING;
     ha->leader[0] = '\0';
     ha->lease = 0;
     ha->renewing_ms = 0;
     ha_unwatch(ha);
-    ha_after(ha, HA_RETRY_MS);
+    if (!ha->retired)
+        ha_after(ha, HA_RETRY_MS);
 }
 
 /* A watched change of the leader key: follow a new leader, or campaign when it is gone. */
@@ -129,8 +158,11 @@ static void ha_follow(struct ha *ha, json_t *reply)
         log_msg(LOG_INFO, "ha: standby; leader is %s", ha->leader);
     ha->state = HA_STANDBY;
     ha->watch = ha_etcd_watch_new(ha->etcd, ha->key, strlen(ha->key), 0, rev, ha_on_leader_key, ha);
-    if (!ha->watch)
+    if (!ha->watch) {
         ha_restart(ha, "cannot watch the leader key");
+        return;
+    }
+    ha_log_follow(ha->log);
 }
 
 /* The campaign's transaction answered: lead, or follow the holder. */
@@ -146,10 +178,25 @@ static void ha_on_campaign(void *arg, enum ha_etcd_err err, json_t *reply)
         return;
     }
     ha->state = HA_LEADER;
+    ha->caught_up = 0;
     snprintf(ha->leader, sizeof ha->leader, "%s", ha->self);
-    log_msg(LOG_INFO, "ha: leader (%s, lease %lld, ttl %llu ms)", ha->self, (long long)ha->lease,
-            (unsigned long long)ha->ttl_ms);
+    log_msg(LOG_INFO, "ha: leader (%s, lease %lld, ttl %llu ms); applying the log's tail", ha->self,
+            (long long)ha->lease, (unsigned long long)ha->ttl_ms);
     ha_after(ha, ha->ttl_ms / 8);
+    ha_log_lead(ha->log, ha->lease);
+}
+
+/* The log's tail is applied: the leader serves. */
+static void ha_on_log_ready(void *arg)
+{
+    struct ha *ha = arg;
+    ha->caught_up = 1;
+}
+
+/* An append found the leader key no longer ours. */
+static void ha_on_log_deposed(void *arg)
+{
+    ha_restart(arg, "the leader key is no longer ours");
 }
 
 /* Create the leader key under our lease unless it exists. */
@@ -208,6 +255,7 @@ static void ha_tick(evutil_socket_t fd, short what, void *arg)
     struct ha *ha = arg;
     if (ha->state == HA_GRANTING) {
         ha_unwatch(ha);
+        ha_stop_log(ha);
         if (ha_etcd_lease_grant(ha->etcd, (int)(ha->ttl_ms / 1000), ha_on_grant, ha) != 0)
             ha_after(ha, HA_RETRY_MS);
         return;
@@ -225,8 +273,9 @@ static void ha_tick(evutil_socket_t fd, short what, void *arg)
     ha_after(ha, ha->ttl_ms / 8);
 }
 
-/* Split "etcd://ENDPOINTS/PREFIX" into endpoints and the leader key; 0, or -1 when malformed. */
-static int ha_parse_url(const char *url, char *eps, size_t epslen, char *key, size_t keylen)
+/* Split "etcd://ENDPOINTS/PREFIX" into endpoints, "PREFIX/" and the leader key; 0, or -1 when malformed. */
+static int ha_parse_url(const char *url, char *eps, size_t epslen, char *prefix, size_t plen, char *key,
+                        size_t keylen)
 {
     static const char scheme[] = "etcd://";
     if (strncmp(url, scheme, sizeof scheme - 1) != 0)
@@ -238,12 +287,18 @@ static int ha_parse_url(const char *url, char *eps, size_t epslen, char *key, si
     memcpy(eps, url, (size_t)(slash - url));
     eps[slash - url] = '\0';
     int n = snprintf(key, keylen, "%s/leader", slash + 1);
-    return n > 0 && (size_t)n < keylen ? 0 : -1;
+    int m = snprintf(prefix, plen, "%s/", slash + 1);
+    return n > 0 && (size_t)n < keylen && m > 0 && (size_t)m < plen ? 0 : -1;
 }
 
-/* This daemon's address for others: the first listener's, with a wildcard host replaced by the hostname. */
+/* This daemon's address for others: --ha-advertise, else the first listener's with a wildcard host replaced
+ * by the hostname. */
 static void ha_self(struct server *srv, char *out, size_t n)
 {
+    if (srv->opt.ha_advertise && *srv->opt.ha_advertise) {
+        snprintf(out, n, "%s", srv->opt.ha_advertise);
+        return;
+    }
     const char *name = srv->nlisteners ? listener_name(srv->listeners[0]) : "";
     const char *colon = strrchr(name, ':');
     char host[256];
@@ -262,19 +317,23 @@ int ha_open(struct server *srv)
     const struct options *o = &srv->opt;
     if (!o->ha || !*o->ha)
         return 0;
-    char eps[1024];
+    char eps[1024], prefix[512];
     struct ha *ha = calloc(1, sizeof *ha);
     if (!ha)
         return EX_OSERR;
     srv->ha = ha;
     ha->srv = srv;
     ha->ttl_ms = o->ha_ttl < 1000 ? 1000 : o->ha_ttl / 1000 * 1000; /* etcd leases are whole seconds */
-    if (ha_parse_url(o->ha, eps, sizeof eps, ha->key, sizeof ha->key) != 0 ||
+    if (ha_parse_url(o->ha, eps, sizeof eps, prefix, sizeof prefix, ha->key, sizeof ha->key) != 0 ||
         !(ha->etcd = ha_etcd_new(srv->base, eps, (int)(ha->ttl_ms / 2000) + 1))) {
         log_msg(LOG_ERROR, "--ha %s: expected etcd://HOST:PORT[,HOST:PORT...]/PREFIX", o->ha);
         return EX_USAGE;
     }
-    if (!(ha->timer = event_new(srv->base, -1, 0, ha_tick, ha)))
+    struct ha_log_hooks hooks = {.ready = ha_on_log_ready, .deposed = ha_on_log_deposed, .arg = ha};
+    if (!(ha->timer = event_new(srv->base, -1, 0, ha_tick, ha)) ||
+        !(ha->log_etcd = ha_etcd_new(srv->base, eps, (int)(ha->ttl_ms / 2000) + 1)) ||
+        !(ha->log = ha_log_new(srv, ha->log_etcd, prefix, ha->key, o->ha_batch_bytes, o->ha_snapshot_bytes,
+                                  &hooks)))
         return EX_OSERR;
     ha_self(srv, ha->self, sizeof ha->self);
     log_msg(LOG_INFO, "ha: campaigning for %s as %s through %s", ha->key, ha->self, eps);
@@ -290,8 +349,10 @@ void ha_close(struct server *srv)
     if (!ha)
         return;
     ha_unwatch(ha);
+    ha_log_free(ha->log);
     if (ha->timer)
         event_free(ha->timer);
+    ha_etcd_free(ha->log_etcd);
     ha_etcd_free(ha->etcd);
     free(ha);
     srv->ha = NULL;
@@ -301,7 +362,29 @@ void ha_close(struct server *srv)
 int ha_serving(const struct server *srv)
 {
     const struct ha *ha = srv->ha;
-    return !ha || (ha->state == HA_LEADER && ha_ms() - ha->renewed_ms <= ha_fresh_ms(ha));
+    return !ha || (ha->state == HA_LEADER && ha->caught_up && ha_ms() - ha->renewed_ms <= ha_fresh_ms(ha));
+}
+
+/* Whether --ha was given (before ha_open: the data directory code asks). */
+int ha_configured(const struct server *srv)
+{
+    return srv->opt.ha && *srv->opt.ha;
+}
+
+/* Hand a record to the etcd log: 1 taken (the leader), 0 not replicated here, -1 out of memory. */
+int ha_record(struct server *srv, uint64_t lsn, int kind, const char *ns, const char *key, size_t klen,
+              const uint8_t *val, size_t vlen, uint64_t gen)
+{
+    struct ha *ha = srv->ha;
+    if (!ha || ha->state != HA_LEADER)
+        return 0;
+    return ha_log_record(ha->log, lsn, kind, ns, key, klen, val, vlen, gen);
+}
+
+/* Whether the leader has records etcd has not confirmed yet. */
+int ha_pending(const struct server *srv)
+{
+    return srv->ha && ha_log_pending(srv->ha->log);
 }
 
 /* The leader's HOST:PORT as last seen in etcd ("" when unknown). */

@@ -58,7 +58,9 @@ int ha_etcd_lease_grant(struct ha_etcd *e, int ttl_s, ha_etcd_cb cb, void *arg);
 /* Renew a lease once; the reply's "TTL" is absent or 0 when the lease has already expired. */
 int ha_etcd_lease_keepalive(struct ha_etcd *e, int64_t lease, ha_etcd_cb cb, void *arg);
 
-/* Watch key (or the prefix) from revision from_rev on; NULL when it cannot start. */
+/* Watch key (or the prefix) from revision from_rev on; NULL when it cannot start.  from_rev 0 means
+ * "after the revision etcd confirms the watch at"; a stream lost before that confirmation resumes from
+ * a later one, so callers that must not miss a change pass a revision they read. */
 struct ha_etcd_watch *ha_etcd_watch_new(struct ha_etcd *e, const char *key, size_t klen, int prefix, int64_t from_rev,
                                         ha_etcd_watch_cb cb, void *arg);
 /* Stop a watch (its callback is not run again; not from inside that callback); NULL is fine. */
@@ -78,8 +80,10 @@ json_t *ha_etcd_prefix_end(const char *key, size_t klen);
 
 /* For the watch (ha_etcd_watch.c): the event base, and the timeout. */
 struct event_base *ha_etcd_base(const struct ha_etcd *e);
-/* Pick the next endpoint after a failure; returns its host, *port gets its port. */
-const char *ha_etcd_next(struct ha_etcd *e, uint16_t *port);
+/* After a failure on endpoint ep: move to the next endpoint, unless the client has already moved on. */
+void ha_etcd_avoid(struct ha_etcd *e, int ep);
+/* The index of the current endpoint. */
+int ha_etcd_index(const struct ha_etcd *e);
 /* The current endpoint's host and port. */
 const char *ha_etcd_current(const struct ha_etcd *e, uint16_t *port);
 

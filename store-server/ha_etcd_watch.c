@@ -8,7 +8,10 @@
  * member lost, connection reset, or idle past the timeout) is opened again
  * from the revision after the last event delivered, on the next endpoint
  * when it failed, so the caller sees each change exactly once and in
- * order.
+ * order.  A watch asked to start "from now" (revision 0) learns which
+ * revision "now" was from etcd's confirmation, so a stream opened again
+ * before any event arrived does not start from a later "now" and skip the
+ * changes made in between.
  */
 #include "ha_etcd.h"
 
@@ -32,6 +35,8 @@ struct ha_etcd_watch {
     ha_etcd_watch_cb cb;
     void *arg;
     struct evhttp_connection *conn;
+    int ep;                 /* the endpoint the stream was opened on */
+    enum evhttp_request_error why; /* how the stream's request failed (set before its callback) */
     struct evbuffer *acc;   /* received stream bytes not yet decoded */
     struct event *restart;  /* opens the stream again, outside libevent's HTTP callbacks */
     int created;            /* etcd confirmed the current stream */
@@ -62,8 +67,12 @@ static int ha_etcd_watch_message(struct ha_etcd_watch *w, const json_t *msg)
     const json_t *r = json_object_get(msg, "result");
     if (!json_is_object(r) || json_is_true(json_object_get(r, "canceled")))
         return -1; /* an error, or the revision was compacted away */
-    if (json_is_true(json_object_get(r, "created")))
+    if (json_is_true(json_object_get(r, "created"))) {
         w->created = 1;
+        /* Started "from now": every later event is above the revision this confirmation carries. */
+        if (w->next_rev <= 0)
+            w->next_rev = ha_etcd_int(json_object_get(r, "header"), "revision", 0) + 1;
+    }
     const json_t *events = json_object_get(r, "events");
     size_t i;
     const json_t *ev;
@@ -119,6 +128,13 @@ static void ha_etcd_watch_chunk(struct evhttp_request *req, void *arg)
     }
 }
 
+/* Remember how the stream's request failed (libevent runs this just before the done callback). */
+static void ha_etcd_watch_error(enum evhttp_request_error why, void *arg)
+{
+    struct ha_etcd_watch *w = arg;
+    w->why = why;
+}
+
 /* The stream ended (req NULL when its connection failed or timed out). */
 static void ha_etcd_watch_done(struct evhttp_request *req, void *arg)
 {
@@ -126,8 +142,11 @@ static void ha_etcd_watch_done(struct evhttp_request *req, void *arg)
     int code = req ? evhttp_request_get_response_code(req) : 0;
     if (event_pending(w->restart, EV_TIMEOUT, NULL))
         return;
-    /* An established stream that went idle is renewed quietly; anything else is a failure. */
-    ha_etcd_watch_again(w, !(w->created && code == 0) && !(code == 200));
+    /* Only an established stream that went idle is renewed quietly on the same member.  A member that
+     * died closes the stream (EOF), which libevent reports like a timeout, with no request: treating
+     * that as idle would reopen on the dead member first and lose a pause before moving on. */
+    int idle = w->created && code == 0 && w->why == EVREQ_HTTP_TIMEOUT;
+    ha_etcd_watch_again(w, !idle && code != 200);
 }
 
 /* Open the stream again: report a failure first, and move to the next endpoint after one. */
@@ -141,8 +160,9 @@ static void ha_etcd_watch_restart(evutil_socket_t fd, short what, void *arg)
     w->conn = NULL;
     evbuffer_drain(w->acc, evbuffer_get_length(w->acc));
     if (w->failed) {
-        uint16_t port;
-        ha_etcd_next(w->e, &port);
+        /* Move the client off the failed member unless a failed call already did: the endpoint is
+         * shared, and stepping again would skip a live member or come back to the dead one. */
+        ha_etcd_avoid(w->e, w->ep);
         w->cb(w->arg, HA_ETCD_UNREACHABLE, NULL);
     }
     w->failed = 0;
@@ -166,6 +186,8 @@ static int ha_etcd_watch_open(struct ha_etcd_watch *w)
 {
     uint16_t port;
     const char *host = ha_etcd_current(w->e, &port);
+    w->ep = ha_etcd_index(w->e);
+    w->why = (enum evhttp_request_error)-1;
     json_t *body = ha_etcd_watch_body(w);
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
@@ -178,6 +200,7 @@ static int ha_etcd_watch_open(struct ha_etcd_watch *w)
     }
     evhttp_connection_set_timeout(w->conn, HA_WATCH_IDLE_S);
     evhttp_request_set_chunked_cb(req, ha_etcd_watch_chunk);
+    evhttp_request_set_error_cb(req, ha_etcd_watch_error);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Host", host);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
     evbuffer_add(evhttp_request_get_output_buffer(req), text, strlen(text));

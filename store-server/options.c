@@ -142,6 +142,15 @@ static const struct opt_row opt_rows[] = {
     {"ha-ttl", "MUSTER_HA_TTL", OPT_UINT, UNIT_MS, "2000", OFF(ha_ttl),
      "with --ha: the leader's lease; a standby takes over this long after the leader is lost (whole seconds, "
      "at least 1s)", -1, U32, 0},
+    {"ha-batch-bytes", "MUSTER_HA_BATCH_BYTES", OPT_UINT, UNIT_BYTES, "1M", OFF(ha_batch_bytes),
+     "with --ha: most bytes of log records in one etcd append (keep under etcd's --max-request-bytes, 1.5M by "
+     "default)", -1, NOCAP, 0},
+    {"ha-snapshot-bytes", "MUSTER_HA_SNAPSHOT_BYTES", OPT_UINT, UNIT_BYTES, "16M", OFF(ha_snapshot_bytes),
+     "with --ha: once the log in etcd holds this many bytes, the leader writes a snapshot there and deletes the "
+     "log before it", -1, NOCAP, 0},
+    {"ha-advertise", "MUSTER_HA_ADVERTISE", OPT_STR, UNIT_COUNT, "", OFF(ha_advertise),
+     "with --ha: HOST:PORT standbys name as the leader's address (empty = the first listener's, a wildcard "
+     "host replaced by the hostname)", -1, 0, 0},
 #endif
     {"tls-listen", "MUSTER_TLS_LISTEN", OPT_LIST, UNIT_COUNT, "", OFF(tls_listen),
      "HOST:PORT to accept TLS connections on (repeatable; needs --tls-cert and --tls-key)", -1, 0, 0},

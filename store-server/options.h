@@ -13,7 +13,7 @@ struct strlist {
 };
 
 /* Room for per-row bookkeeping (where each value came from). */
-#define OPTIONS_MAX_ROWS 48
+#define OPTIONS_MAX_ROWS 56
 
 struct options {
     struct strlist listen;
@@ -60,6 +60,9 @@ struct options {
     uint64_t compact_bytes;
     char *ha;        /* --ha etcd URL (ha.c); "" = off */
     uint64_t ha_ttl; /* --ha-ttl, ms */
+    uint64_t ha_batch_bytes;    /* --ha-batch-bytes */
+    uint64_t ha_snapshot_bytes; /* --ha-snapshot-bytes */
+    char *ha_advertise;         /* --ha-advertise HOST:PORT; "" = the first listener */
     struct strlist tls_listen;
     char *tls_cert;
     char *tls_key;

@@ -21,6 +21,11 @@
  * segment is what a crash mid-write leaves: it is cut off with a log line.
  * A new segment is started after recovery.  Compaction (compact.c) folds
  * closed segments into a new snapshot on its own thread.
+ *
+ * With --ha (ha.c) the leader also hands every record to the etcd log, and
+ * a record counts as durable only once both the disk (when there is a data
+ * directory) and etcd have it; --ha without --data-dir runs this file in
+ * memory-only mode (no directory, no threads) just for the held replies.
  */
 #include "persist.h"
 
@@ -35,6 +40,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sysexits.h>
 #include <time.h>
@@ -42,6 +48,7 @@
 #include <utlist.h>
 
 #include "compact.h"
+#include "ha.h"
 #include "log.h"
 #include "ns.h"
 #include "precord.h"
@@ -52,14 +59,15 @@ enum persist_policy { FSYNC_ALWAYS, FSYNC_EVERYSEC, FSYNC_NEVER };
 
 struct persist {
     struct server *srv;
-    char *dir;
+    char *dir; /* NULL: memory only (--ha without --data-dir) */
     enum persist_policy policy;
     uint64_t compact_bytes;
     int lock_fd, efd;
     int replaying, ready, failed;
-    /* Loop side. */
+    int from_ha; /* applying records the etcd log delivered: log them to disk, not back to etcd */
+    /* Loop side.  durable_lsn is the lower of the disk's and etcd's marks. */
     struct evbuffer *staging;
-    uint64_t last_lsn, durable_lsn;
+    uint64_t last_lsn, durable_lsn, disk_lsn, ha_lsn;
     int kicked;
     struct event *kick_ev, *done_ev;
     struct persist_hold *holders;
@@ -233,6 +241,60 @@ static void persist_release(struct persist *p)
     }
 }
 
+/* Move the durable mark to the lower of the disk's and etcd's, releasing replies that became durable. */
+static void persist_advance(struct persist *p)
+{
+    uint64_t lsn = p->disk_lsn < p->ha_lsn ? p->disk_lsn : p->ha_lsn;
+    if (lsn > p->durable_lsn) {
+        p->durable_lsn = lsn;
+        persist_release(p);
+    }
+}
+
+/* etcd confirmed every record up to lsn (the leader's log append). */
+void persist_replicated(struct server *srv, uint64_t lsn)
+{
+    struct persist *p = srv->persist;
+    /* Records etcd was not asked for that came after lsn are covered once nothing waits for etcd. */
+    if (p && !ha_pending(srv))
+        lsn = p->last_lsn;
+    if (p && lsn > p->ha_lsn) {
+        p->ha_lsn = lsn;
+        persist_advance(p);
+    }
+}
+
+/* Never send what waits for records etcd will not confirm (--ha: leadership was lost with them): the
+ * connections holding such frames keep them for good and are shut down, so their clients learn at once
+ * that nothing they are waiting for was acknowledged; every other frame goes out from now on.  The daemon
+ * serves nothing after this (ha.c refuses every request), so later frames reveal none of that state. */
+void persist_forsake(struct server *srv)
+{
+    struct persist *p = srv->persist;
+    if (!p)
+        return;
+    for (struct persist_hold *h = p->holders; h; h = h->next) {
+        if (h->lsn <= p->durable_lsn)
+            continue;
+        h->lsn = UINT64_MAX;
+        /* The connection sees the end of its stream and closes itself the usual way. */
+        evutil_socket_t fd = h->bev ? bufferevent_getfd(h->bev) : -1;
+        if (fd >= 0)
+            shutdown(fd, SHUT_RDWR);
+    }
+    p->ha_lsn = p->last_lsn;
+    persist_advance(p);
+}
+
+/* Stop acknowledging: state holds a change that can never be made durable; the daemon drains. */
+static void persist_fail(struct persist *p, const char *ns, const char *what)
+{
+    stats_inc(&p->srv->stats, STAT_PERSIST_ERRORS);
+    log_msg(LOG_ERROR, "persist: %s logging a change of namespace '%s'", what, ns);
+    p->failed = 1;
+    server_drain(p->srv, "cannot log a change");
+}
+
 /* Copy the helper threads' counters into the server's (the loop owns those). */
 static void persist_take_counts(struct persist *p, uint64_t fsyncs, uint64_t bytes)
 {
@@ -271,9 +333,9 @@ static void persist_done_cb(evutil_socket_t fd, short what, void *arg)
         server_drain(p->srv, "data directory write failed");
         return;
     }
-    if (lsn > p->durable_lsn) {
-        p->durable_lsn = lsn;
-        persist_release(p);
+    if (lsn > p->disk_lsn) {
+        p->disk_lsn = lsn;
+        persist_advance(p);
     }
 }
 
@@ -295,15 +357,28 @@ static void persist_kick_cb(evutil_socket_t fd, short what, void *arg)
 static void persist_append(struct persist *p, enum prec_kind kind, const char *ns, const char *key, size_t klen,
                            const uint8_t *val, size_t vlen, uint64_t gen)
 {
-    if (prec_put(p->staging, kind, ns, strlen(ns), p->last_lsn + 1, key, klen, val, vlen, gen) != 0) {
-        /* Without the record the change cannot be made durable: stop acknowledging anything. */
-        stats_inc(&p->srv->stats, STAT_PERSIST_ERRORS);
-        log_msg(LOG_ERROR, "persist: out of memory logging a change of namespace '%s'", ns);
-        p->failed = 1;
-        server_drain(p->srv, "out of memory logging a change");
+    uint64_t lsn = p->last_lsn + 1;
+    /* Without the record the change cannot be made durable: stop acknowledging anything. */
+    if (p->dir && prec_put(p->staging, kind, ns, strlen(ns), lsn, key, klen, val, vlen, gen) != 0) {
+        persist_fail(p, ns, "out of memory");
         return;
     }
-    p->last_lsn++;
+    int sent = p->from_ha ? 0 : ha_record(p->srv, lsn, kind, ns, key, klen, val, vlen, gen);
+    if (sent < 0) {
+        persist_fail(p, ns, "out of memory replicating");
+        return;
+    }
+    p->last_lsn = lsn;
+    /* A record etcd is not asked for (no leader here, or it came from etcd) waits for the disk only:
+     * nothing earlier is waiting for etcd then, as a leader that loses etcd with changes unconfirmed
+     * drains. */
+    if (!sent && !ha_pending(p->srv))
+        p->ha_lsn = lsn;
+    if (!p->dir) {
+        p->disk_lsn = lsn;
+        persist_advance(p);
+        return;
+    }
     stats_inc(&p->srv->stats, STAT_PERSIST_RECORDS);
     if (!p->kicked) {
         p->kicked = 1;
@@ -341,7 +416,8 @@ struct evbuffer *persist_output(struct server *srv, struct persist_hold *h, stru
     if (!persist_holding(h))
         DL_APPEND(p->holders, h);
     h->bev = bev;
-    h->lsn = p->last_lsn;
+    if (h->lsn != UINT64_MAX) /* forsaken: held for good */
+        h->lsn = p->last_lsn;
     stats_inc(&srv->stats, STAT_PERSIST_HELD);
     return h->held;
 }
@@ -380,21 +456,13 @@ struct persist_replay {
     uint64_t records, skipped;
 };
 
-/* Apply one recovered record to the live server. */
-static int persist_apply(void *arg, const struct prec *r)
+/* Apply one data record (set, delete, generation) to srv; whether it was refused (its namespace or a limit). */
+static int persist_apply_one(struct server *srv, const struct prec *r)
 {
-    struct persist_replay *rp = arg;
-    if (rp->in_snapshot && compact_snap_step(&rp->snap, r) != 0)
-        return -1;
-    if (r->kind == PREC_SNAP_BEGIN || r->kind == PREC_SNAP_END)
-        return rp->in_snapshot ? 0 : -1;
     int st = MUSTER__STATUS__OK;
-    struct ns *ns = ns_get(rp->srv, r->ns[0] ? r->ns : "default", &st);
-    rp->records++;
-    if (!ns) {
-        rp->skipped++;
-        return 0;
-    }
+    struct ns *ns = ns_get(srv, r->ns[0] ? r->ns : "default", &st);
+    if (!ns)
+        return 1;
     if (r->kind == PREC_SET) {
         const Muster__SetReq *s = r->req->set;
         st = ks_set(&ns->ks, s->key, strlen(s->key), s->value.data, s->value.len, 0);
@@ -403,9 +471,36 @@ static int persist_apply(void *arg, const struct prec *r)
     } else {
         rdzv_restore_generation(ns, r->req->rdzv_heartbeat->generation);
     }
+    return st != MUSTER__STATUS__OK;
+}
+
+/* Apply one recovered record to the live server. */
+static int persist_apply(void *arg, const struct prec *r)
+{
+    struct persist_replay *rp = arg;
+    if (rp->in_snapshot && compact_snap_step(&rp->snap, r) != 0)
+        return -1;
+    if (r->kind == PREC_SNAP_BEGIN || r->kind == PREC_SNAP_END)
+        return rp->in_snapshot ? 0 : -1;
+    rp->records++;
     /* A limit lowered since the write can refuse it now: keep going, but say so. */
-    rp->skipped += st != MUSTER__STATUS__OK;
+    rp->skipped += persist_apply_one(rp->srv, r);
     return 0;
+}
+
+/* Apply a record the etcd log delivered (a standby following the leader); with a data directory it is
+ * logged there too, but never sent back to etcd.  Whether it was refused. */
+int persist_apply_replicated(struct server *srv, const struct prec *r)
+{
+    struct persist *p = srv->persist;
+    if (r->kind != PREC_SET && r->kind != PREC_DEL && r->kind != PREC_GEN)
+        return 0;
+    if (p)
+        p->from_ha = 1;
+    int refused = persist_apply_one(srv, r);
+    if (p)
+        p->from_ha = 0;
+    return refused;
 }
 
 /* Load the snapshot if there is one; *next gets the first segment it does not cover; 0 or an exit status. */
@@ -567,16 +662,22 @@ static int persist_start_threads(struct persist *p, uint64_t first, uint64_t las
 int persist_open(struct server *srv)
 {
     const struct options *o = &srv->opt;
-    if (!o->data_dir || !*o->data_dir)
+    int memory_only = !o->data_dir || !*o->data_dir;
+    if (memory_only && !ha_configured(srv))
         return 0;
     struct persist *p = calloc(1, sizeof *p);
-    if (!p || !(p->dir = strdup(o->data_dir))) {
+    if (!p || (!memory_only && !(p->dir = strdup(o->data_dir)))) {
         free(p);
         return EX_OSERR;
     }
     srv->persist = p;
     p->srv = srv;
     p->lock_fd = p->efd = p->seg_fd = -1;
+    if (memory_only) {
+        /* Only the held replies are needed: they wait for etcd (ha.c). */
+        p->ready = 1;
+        return (p->staging = evbuffer_new()) ? 0 : EX_OSERR;
+    }
     p->policy = strcmp(o->fsync, "always") == 0 ? FSYNC_ALWAYS : strcmp(o->fsync, "never") == 0 ? FSYNC_NEVER
                                                                                               : FSYNC_EVERYSEC;
     p->compact_bytes = o->compact_bytes;

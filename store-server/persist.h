@@ -22,7 +22,7 @@ struct persist_hold {
 };
 
 /* Lock the data directory, recover its state into the server and start the writer; 0 or an exit status.
- * A no-op without --data-dir. */
+ * Without --data-dir: a no-op, or with --ha a memory-only log that only holds replies for etcd. */
 int persist_open(struct server *srv);
 /* Write out every record still queued, stop the helper threads and free; safe when never opened. */
 void persist_close(struct server *srv);
@@ -32,6 +32,15 @@ int persist_ready(const struct server *srv);
 void persist_key(struct ns *ns, int deleted, const char *key, size_t klen, const uint8_t *val, size_t vlen);
 /* Log that ns's generation counter reached gen. */
 void persist_generation(struct ns *ns, uint64_t gen);
+/* etcd confirmed every record up to lsn (--ha: the leader's log append); replies waiting for them go. */
+void persist_replicated(struct server *srv, uint64_t lsn);
+/* --ha lost leadership with records etcd will not confirm: frames waiting for them are never sent, every
+ * other frame goes out from now on. */
+void persist_forsake(struct server *srv);
+struct prec;
+/* Apply a record the etcd log delivered (a standby following the leader); with a data directory it is
+ * logged there too, but never sent back to etcd.  Whether it was refused. */
+int persist_apply_replicated(struct server *srv, const struct prec *r);
 /* Where a connection's next frame goes: bev's output (h->out when bev is NULL), or h's held buffer
  * while logged state is not yet durable.  Every front end sends through this, so no reply can
  * reveal state a crash could lose. */

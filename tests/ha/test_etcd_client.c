@@ -195,11 +195,14 @@ static void case_watch(struct ha_etcd *e)
 static void case_member_lost(struct ha_etcd *e)
 {
     struct seen s = {.want = 1};
-    struct ha_etcd_watch *w = ha_etcd_watch_new(e, "m/", 2, 1, 0, on_event, &s);
     struct reply a = {0}, b = {0}, p = {0};
-    /* A range through the watch's member proves the stream is set up before the member dies. */
+    /* The watch starts from a known revision, as the daemon's watches do.  Started "from now" it could
+     * be cut off before etcd confirmed it, and then "now" on the next member would be after the put. */
     ha_etcd_range(e, "t/put", 5, 0, on_reply, &p);
     await_ok(&p);
+    int64_t from = ha_etcd_int(json_object_get(p.j, "header"), "revision", 0) + 1;
+    struct ha_etcd_watch *w = ha_etcd_watch_new(e, "m/", 2, 1, from, on_event, &s);
+    CHECK(w != NULL);
     hetcd_kill(&cluster, 0);
     CHECK_STR(ha_etcd_endpoint(e), strtok(cluster.endpoints, ","));
     ha_etcd_range(e, "t/put", 5, 0, on_reply, &a);
