@@ -331,14 +331,10 @@ int call_check(muster_t *m, const Muster__Response *resp, Muster__Request__OpCas
     return MUSTER_OK;
 }
 
-/* Send req and wait for its response; see internal.h. */
-int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_t timeout_ms)
+/* Send req once and wait for its response before deadline; see internal.h. */
+int call_once(muster_t *m, Muster__Request *req, Muster__Response **resp, uint64_t deadline)
 {
     *resp = NULL;
-    if (m->broken)
-        return error_set(m, MUSTER_ECONN, "connection unusable after an earlier error (%s)",
-                         muster_strerror(m->broken));
-    uint64_t deadline = deadline_after((uint64_t)timeout_ms + CALL_GRACE_MS);
     uint64_t id = 0;
     int rc = call_queue(m, req, &id);
     if (rc == MUSTER_OK)
@@ -353,6 +349,19 @@ int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_
         }
     }
     return rc;
+}
+
+/* Send req and wait for its response; see internal.h. */
+int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_t timeout_ms)
+{
+    *resp = NULL;
+    uint64_t deadline = deadline_after((uint64_t)timeout_ms + CALL_GRACE_MS);
+    if (m->url.failover)
+        return failover_run(m, req, resp, deadline);
+    if (m->broken)
+        return error_set(m, MUSTER_ECONN, "connection unusable after an earlier error (%s)",
+                         muster_strerror(m->broken));
+    return call_once(m, req, resp, deadline);
 }
 
 /* Write a ClientFrame (the hello) straight to the socket before deadline. */
@@ -390,6 +399,13 @@ void call_free(Muster__Response *resp)
 {
     if (resp)
         muster__response__free_unpacked(resp, NULL);
+}
+
+/* Forget unsent and half-read bytes (a connection that is gone); the stash stays. */
+void call_reset_io(muster_t *m)
+{
+    m->in.off = m->in.len = 0;
+    m->out.off = m->out.len = 0;
 }
 
 /* Free the handle's buffers and stashed responses. */

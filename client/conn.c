@@ -9,6 +9,14 @@
  * failures that may pass are retried: refused or lost connections, a hello
  * that times out, a server that is draining or at its connection limit.  A
  * rejected token or a protocol mismatch fails at once.
+ *
+ * With several endpoints (or ?failover=1) the handle looks for the leader of
+ * a high-availability set: endpoints are tried in order from the last one
+ * that worked, moving on at once when one fails and backing off only after
+ * a whole pass failed.  Each connection is checked with one request after
+ * the hello, because a standby accepts the hello and refuses only requests
+ * (NOT_LEADER with the leader's address, which is tried next, even when the
+ * URL does not list it).
  */
 #include <poll.h>
 #include <stdio.h>
@@ -43,15 +51,14 @@ static void conn_sleep(uint32_t ms, uint64_t deadline)
         poll(NULL, 0, left);
 }
 
-/* Close the socket and forget buffered bytes of a failed attempt. */
-static void conn_drop(muster_t *m)
+/* Close the socket and forget unsent and half-read bytes (not the stash or events). */
+void conn_drop(muster_t *m)
 {
     tls_close(m);
     if (m->fd >= 0)
         close(m->fd);
     m->fd = -1;
-    call_clear(m);
-    event_clear(m);
+    call_reset_io(m);
 }
 
 /* Store what the hello reply says about the server. */
@@ -109,6 +116,29 @@ static int conn_hello(muster_t *m, uint64_t deadline)
     return rc;
 }
 
+/* Ask one request of a fresh connection to learn whether it serves (a
+ * standby answers NOT_LEADER, recorded as the redirect); a muster_err. */
+static int conn_probe(muster_t *m, uint64_t deadline)
+{
+    Muster__NumKeysReq op = MUSTER__NUM_KEYS_REQ__INIT;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_NUM_KEYS;
+    req.num_keys = &op;
+    uint64_t id = 0;
+    Muster__Response *resp = NULL;
+    int rc = call_queue(m, &req, &id);
+    if (rc == MUSTER_OK)
+        rc = call_flush(m, deadline);
+    if (rc == MUSTER_OK)
+        rc = call_wait(m, id, deadline, &resp);
+    if (rc == MUSTER_OK)
+        rc = call_check(m, resp, req.op_case);
+    call_free(resp);
+    if (rc == MUSTER_ENOTLEADER)
+        m->has_redirect = url_parse_endpoint(m->last_error, &m->redirect) == 0;
+    return rc;
+}
+
 /* One connect + hello attempt before deadline. */
 static int conn_attempt(muster_t *m, uint64_t deadline)
 {
@@ -127,24 +157,61 @@ static int conn_attempt(muster_t *m, uint64_t deadline)
     rc = conn_hello(m, deadline);
     if (rc != MUSTER_OK && m->tls_refused)
         rc = error_set(m, MUSTER_EAUTH, "TLS: the server refused this client (certificate missing or not trusted)");
-    if (rc != MUSTER_OK)
+    if (rc == MUSTER_OK && m->url.failover)
+        rc = conn_probe(m, deadline);
+    if (rc != MUSTER_OK) {
         conn_drop(m);
+        m->broken = rc;
+    }
     return rc;
 }
 
 /* Whether a failed attempt is worth repeating before the deadline. */
 static int conn_retryable(int rc)
 {
-    return rc == MUSTER_ECONN || rc == MUSTER_ETIMEDOUT || rc == MUSTER_ESHUTDOWN || rc == MUSTER_ELIMIT;
+    return rc == MUSTER_ECONN || rc == MUSTER_ETIMEDOUT || rc == MUSTER_ESHUTDOWN || rc == MUSTER_ELIMIT ||
+           rc == MUSTER_ENOTLEADER;
 }
 
-/* Connect and say hello, retrying with backoff until deadline. */
-static int conn_establish(muster_t *m, uint64_t deadline)
+/* Point m->url.host/port at the next target: the redirect when one is to be
+ * followed (counted in *hops), else the endpoint at m->ep_cur.  Returns 1
+ * for a redirect. */
+static int conn_target(muster_t *m, unsigned *hops)
+{
+    const muster_endpoint *e = &m->url.endpoints[m->ep_cur];
+    int follow = m->has_redirect && *hops < CONN_MAX_REDIRECTS;
+    if (follow) {
+        e = &m->redirect;
+        (*hops)++;
+    }
+    m->has_redirect = 0;
+    memmove(m->url.host, e->host, sizeof m->url.host);
+    m->url.port = e->port;
+    return follow;
+}
+
+/* Make the listed endpoint equal to the one just reached (if any) the place to start next time. */
+static void conn_remember(muster_t *m)
+{
+    for (size_t i = 0; i < m->url.n_endpoints; i++)
+        if (m->url.endpoints[i].port == m->url.port && strcmp(m->url.endpoints[i].host, m->url.host) == 0)
+            m->ep_cur = i;
+}
+
+/* Connect and say hello before deadline, trying the URL's endpoints (and
+ * redirects) with backoff; the socket only, stash and events are kept. */
+int conn_establish(muster_t *m, uint64_t deadline)
 {
     uint32_t step = CONN_BACKOFF_START_MS;
+    unsigned hops = 0;
+    size_t failed = 0;
     for (unsigned attempt = 1;; attempt++) {
+        int redirected = conn_target(m, &hops);
         int rc = conn_attempt(m, deadline);
         if (rc == MUSTER_OK) {
+            conn_remember(m);
+            m->broken = 0;
+            m->conn_gen++;
             log_emit(m, MUSTER_LOG_DEBUG, "connected to %s:%u (session %llu, server %s)", m->url.host,
                      (unsigned)m->url.port, (unsigned long long)m->session_id, m->server_version);
             return MUSTER_OK;
@@ -154,8 +221,18 @@ static int conn_establish(muster_t *m, uint64_t deadline)
             /* Any transport failure that outlasted the deadline reads "cannot connect". */
             return rc == MUSTER_ETIMEDOUT ? MUSTER_ECONN : rc;
         }
-        log_emit(m, MUSTER_LOG_INFO, "attempt %u to reach %s port %u: %s; retrying", attempt, m->url.host,
-                 (unsigned)m->url.port, m->last_error);
+        log_emit(m, MUSTER_LOG_INFO, "attempt %u to reach %s port %u: %s; %s", attempt, m->url.host,
+                 (unsigned)m->url.port, m->last_error, m->has_redirect ? "following" : "retrying");
+        if (m->has_redirect && hops < CONN_MAX_REDIRECTS)
+            continue;
+        /* A failed redirect does not count against the listed endpoints. */
+        if (!redirected)
+            m->ep_cur = (m->ep_cur + 1) % m->url.n_endpoints;
+        /* Back off after a whole pass failed, or when nobody leads right now. */
+        if (++failed < m->url.n_endpoints && rc != MUSTER_ENOTLEADER)
+            continue;
+        failed = 0;
+        hops = 0;
         conn_sleep((uint32_t)(conn_random(m) % (step + 1u)), deadline);
         step = step * 2 > CONN_BACKOFF_CAP_MS ? CONN_BACKOFF_CAP_MS : step * 2;
     }
@@ -190,7 +267,12 @@ muster_t *muster_connect_opts(const char *url, const muster_opts *opts, int *err
         return NULL;
     }
     m->fd = -1;
-    *err = muster_url_parse(url, &m->url);
+    char why[256];
+    m->log_fn = o->log_fn;
+    m->log_arg = o->log_arg;
+    *err = muster_url_parse_detail(url, &m->url, why, sizeof why);
+    if (*err == MUSTER_EURL)
+        log_emit(m, MUSTER_LOG_ERROR, "bad store URL: %s", why);
     if (*err == MUSTER_OK) {
         conn_configure(m, o);
         uint32_t budget = o->connect_timeout_ms ? o->connect_timeout_ms : m->default_timeout_ms;
@@ -215,6 +297,9 @@ void muster_close(muster_t *m)
     if (!m)
         return;
     conn_drop(m);
+    call_clear(m);
+    event_clear(m);
+    event_watch_clear(m);
     free(m);
 }
 

@@ -7,6 +7,11 @@
  * prefix and never reads must not grow the process without limit.  When it
  * is full the oldest event is dropped and counted (muster_events_dropped),
  * since the newest state is the one a watcher acts on.
+ *
+ * A failover handle (see failover.c) outlives its connections, so it keeps
+ * its watches here and registers them again after a reconnect.  The server
+ * numbers watches per connection; the caller keeps the ids it was given,
+ * and events are renumbered from the server's id as they are queued.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +23,98 @@ struct event_node {
     Muster__Event *ev;
     struct event_node *next;
 };
+
+/* A watch the caller holds on a failover handle. */
+struct watch_reg {
+    char *prefix;
+    uint64_t id;          /* as the caller knows it */
+    uint64_t server_id;   /* as the current connection knows it */
+};
+
+/* The record for the caller's watch id, or NULL. */
+static struct watch_reg *event_watch_find(const muster_t *m, uint64_t id)
+{
+    for (size_t i = 0; i < m->n_watches; i++)
+        if (m->watches[i].id == id)
+            return &m->watches[i];
+    return NULL;
+}
+
+/* Record a watch the server registered (id as the caller knows it); a muster_err. */
+int event_watch_add(muster_t *m, const char *prefix, uint64_t id)
+{
+    if (m->n_watches == m->cap_watches) {
+        size_t cap = m->cap_watches ? m->cap_watches * 2 : 4;
+        struct watch_reg *w = realloc(m->watches, cap * sizeof *w);
+        if (!w)
+            return MUSTER_ENOMEM;
+        m->watches = w;
+        m->cap_watches = cap;
+    }
+    char *p = strdup(prefix);
+    if (!p)
+        return MUSTER_ENOMEM;
+    m->watches[m->n_watches++] = (struct watch_reg){p, ++m->watch_seq, id};
+    return MUSTER_OK;
+}
+
+/* The server's current id for the caller's watch id (itself when unknown). */
+uint64_t event_watch_server_id(const muster_t *m, uint64_t id)
+{
+    const struct watch_reg *w = event_watch_find(m, id);
+    return w ? w->server_id : id;
+}
+
+/* Forget the caller's watch id. */
+void event_watch_remove(muster_t *m, uint64_t id)
+{
+    struct watch_reg *w = event_watch_find(m, id);
+    if (!w)
+        return;
+    free(w->prefix);
+    *w = m->watches[--m->n_watches];
+}
+
+/* Register every recorded watch again on a new connection before deadline. */
+int event_watch_restore(muster_t *m, uint64_t deadline)
+{
+    for (size_t i = 0; i < m->n_watches; i++) {
+        Muster__WatchReq op = MUSTER__WATCH_REQ__INIT;
+        op.prefix = m->watches[i].prefix;
+        Muster__Request req = MUSTER__REQUEST__INIT;
+        req.op_case = MUSTER__REQUEST__OP_WATCH;
+        req.watch = &op;
+        Muster__Response *resp;
+        int rc = call_once(m, &req, &resp, deadline);
+        if (rc != MUSTER_OK)
+            return rc;
+        m->watches[i].server_id = resp->watch->watch_id;
+        call_free(resp);
+    }
+    return MUSTER_OK;
+}
+
+/* Free the watch records. */
+void event_watch_clear(muster_t *m)
+{
+    for (size_t i = 0; i < m->n_watches; i++)
+        free(m->watches[i].prefix);
+    free(m->watches);
+    m->watches = NULL;
+    m->n_watches = m->cap_watches = 0;
+}
+
+/* Give a watch event the caller's id for the server's. */
+static void event_renumber(const muster_t *m, Muster__Event *ev)
+{
+    if (ev->event_case != MUSTER__EVENT__EVENT_WATCH)
+        return;
+    for (size_t i = 0; i < m->n_watches; i++)
+        if (m->watches[i].server_id == ev->watch->watch_id) {
+            ev->watch->watch_id = m->watches[i].id;
+            return;
+        }
+}
 
 /* Unlink and return the oldest queued node, or NULL. */
 static struct event_node *event_pop(muster_t *m)
@@ -40,6 +137,7 @@ void event_push(muster_t *m, Muster__Event *ev)
         muster__event__free_unpacked(ev, NULL);
         return;
     }
+    event_renumber(m, ev);
     if (m->ev_count >= EVENT_QUEUE_MAX) {
         struct event_node *old = event_pop(m);
         muster__event__free_unpacked(old->ev, NULL);
@@ -61,6 +159,29 @@ void event_push(muster_t *m, Muster__Event *ev)
         m->ev_head = n;
     m->ev_tail = n;
     m->ev_count++;
+}
+
+/* Queue a MEMBER_LOST event for this handle's own membership (after a reconnect). */
+void event_push_lost(muster_t *m, uint64_t generation, const char *node_id)
+{
+    Muster__Event *ev = malloc(sizeof *ev);
+    Muster__MembershipEvent *me = malloc(sizeof *me);
+    char *node = strdup(node_id);
+    if (!ev || !me || !node) {
+        free(ev);
+        free(me);
+        free(node);
+        m->ev_dropped++;
+        return;
+    }
+    muster__event__init(ev);
+    muster__membership_event__init(me);
+    me->kind = MUSTER__MEMBERSHIP_EVENT__KIND__MEMBER_LOST;
+    me->generation = generation;
+    me->node_id = node;
+    ev->event_case = MUSTER__EVENT__EVENT_MEMBERSHIP;
+    ev->membership = me;
+    event_push(m, ev);
 }
 
 /* Free every queued event. */
@@ -138,9 +259,16 @@ int muster_next_event(muster_t *m, muster_event **ev, uint32_t timeout_ms)
         return MUSTER_EINVAL;
     *ev = NULL;
     if (!m->ev_head) {
+        uint64_t deadline = deadline_after(timeout_ms);
+        /* A failover handle reconnects (and watches again) to wait for events. */
+        if (m->url.failover && timeout_ms > 0) {
+            int rc = failover_ready(m, deadline);
+            if (rc != MUSTER_OK && !m->ev_head)
+                return rc;
+        }
         /* A broken handle still hands out what it read before it broke
          * (a shutdown notice typically arrives just before the close). */
-        int rc = call_pump(m, deadline_after(timeout_ms), timeout_ms > 0);
+        int rc = call_pump(m, deadline, timeout_ms > 0);
         if (!m->ev_head)
             return rc == MUSTER_OK ? MUSTER_ETIMEDOUT : rc;
     }
@@ -184,10 +312,50 @@ int muster_watch(muster_t *m, const char *prefix, uint64_t *watch_id, uint32_t t
     req.watch = &op;
     Muster__Response *resp;
     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    uint64_t id = rc == MUSTER_OK ? resp->watch->watch_id : 0;
+    if (rc == MUSTER_OK && m->url.failover) {
+        rc = event_watch_add(m, prefix, id);
+        id = m->watch_seq;
+        if (rc != MUSTER_OK)
+            error_set(m, rc, "out of memory recording a watch");
+    }
     if (rc == MUSTER_OK && watch_id)
-        *watch_id = resp->watch->watch_id;
+        *watch_id = id;
     call_free(resp);
     return rc;
+}
+
+/* Send one unwatch for the server's id sid before deadline. */
+static int event_unwatch_once(muster_t *m, uint64_t sid, uint64_t deadline)
+{
+    Muster__UnwatchReq op = MUSTER__UNWATCH_REQ__INIT;
+    op.watch_id = sid;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_UNWATCH;
+    req.unwatch = &op;
+    Muster__Response *resp;
+    int rc = call_once(m, &req, &resp, deadline);
+    call_free(resp);
+    return rc;
+}
+
+/* Stop a watch on a failover handle: it is forgotten first, so a reconnect
+ * does not bring it back, and a watch that died with its connection is gone. */
+static int event_unwatch_failover(muster_t *m, uint64_t watch_id, uint64_t deadline)
+{
+    if (!event_watch_find(m, watch_id))
+        return error_set(m, MUSTER_ENOTFOUND, "no watch %llu on this handle", (unsigned long long)watch_id);
+    uint64_t sid = event_watch_server_id(m, watch_id), gen = m->conn_gen;
+    event_watch_remove(m, watch_id);
+    int rc = failover_ready(m, deadline);
+    if (rc != MUSTER_OK || gen != m->conn_gen)
+        return rc;
+    rc = event_unwatch_once(m, sid, deadline);
+    if (failover_lost(m))
+        return MUSTER_OK;
+    if (rc == MUSTER_ENOTLEADER && !m->broken)
+        failover_redirect(m, m->last_error);
+    return rc == MUSTER_ENOTLEADER ? MUSTER_OK : rc;
 }
 
 /* Stop a watch. */
@@ -195,13 +363,11 @@ int muster_unwatch(muster_t *m, uint64_t watch_id, uint32_t timeout_ms)
 {
     if (!m)
         return MUSTER_EINVAL;
-    Muster__UnwatchReq op = MUSTER__UNWATCH_REQ__INIT;
-    op.watch_id = watch_id;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_UNWATCH;
-    req.unwatch = &op;
-    Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
-    call_free(resp);
-    return rc;
+    uint64_t deadline = deadline_after((uint64_t)call_timeout(m, timeout_ms) + CALL_GRACE_MS);
+    if (m->url.failover)
+        return event_unwatch_failover(m, watch_id, deadline);
+    if (m->broken)
+        return error_set(m, MUSTER_ECONN, "connection unusable after an earlier error (%s)",
+                         muster_strerror(m->broken));
+    return event_unwatch_once(m, watch_id, deadline);
 }

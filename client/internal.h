@@ -40,8 +40,16 @@
 /* Most events queued before the oldest are dropped (see event.c). */
 #define EVENT_QUEUE_MAX 65536u
 
+/* Most NOT_LEADER redirects followed in one connect attempt before backing
+ * off, so two standbys naming each other cannot loop. */
+#define CONN_MAX_REDIRECTS 4
+/* Most times one call is sent again after a failover before giving up
+ * (each also bounded by the call's deadline). */
+#define FAILOVER_MAX_RESENDS 8
+
 struct stash_entry;
 struct event_node;
+struct watch_reg;
 
 /* Limits announced by the server in its hello reply. */
 struct conn_limits {
@@ -76,6 +84,21 @@ struct muster {
     muster_log_fn log_fn;
     void *log_arg;
     uint64_t rng;                  /* backoff jitter state (per handle: no globals) */
+
+    /* Failover (m->url.failover): which endpoint worked last, where a
+     * standby said the leader is, and what must be restored on reconnect. */
+    size_t ep_cur;
+    uint64_t conn_gen;             /* connections established so far */
+    uint64_t watch_seq;            /* the last watch id handed to the caller */
+    int has_redirect;
+    muster_endpoint redirect;
+    struct watch_reg *watches;     /* registered watches (event.c) */
+    size_t n_watches;
+    size_t cap_watches;
+    int rdzv_member;               /* joined and not left on this connection */
+    int rdzv_lost;                 /* membership ended by a reconnect: heartbeat says ESTALE */
+    uint64_t rdzv_generation;
+    char rdzv_node[128];
 
     uint64_t next_id;
     uint64_t session_id;
@@ -125,12 +148,44 @@ ssize_t tls_send(muster_t *m, const void *buf, size_t n);
 /* sock_wait for m's socket, answering POLLIN at once while TLS holds decrypted bytes. */
 int tls_wait(muster_t *m, short events, uint64_t deadline);
 
+/* ----------------------------------------------------------------- url.c */
+
+/* Parse a NUL-terminated "HOST:PORT" or "[V6]:PORT" (a leader's address) into *e; 0 or -1. */
+int url_parse_endpoint(const char *text, muster_endpoint *e);
+
+/* ---------------------------------------------------------------- conn.c */
+
+/* Connect and say hello before deadline, trying the URL's endpoints (and
+ * redirects) with backoff; the socket only, stash and events are kept. */
+int conn_establish(muster_t *m, uint64_t deadline);
+/* Close the socket and forget unsent and half-read bytes (not the stash or events). */
+void conn_drop(muster_t *m);
+
+/* ------------------------------------------------------------ failover.c */
+
+/* Whether op may be sent again after the connection carrying it was lost. */
+int failover_idempotent(Muster__Request__OpCase op);
+/* Whether m lost its connection (or was redirected) in a way failover repairs. */
+int failover_lost(const muster_t *m);
+/* Remember a NOT_LEADER answer's leader address and drop the connection to go there. */
+void failover_redirect(muster_t *m, const char *leader);
+/* Before a call on a failover handle: notice a closed socket, reconnect a
+ * lost connection, and restore watches and membership state; a muster_err. */
+int failover_ready(muster_t *m, uint64_t deadline);
+/* call_run for a failover handle: reconnect, follow the leader and send
+ * again what is safe to send again, all before deadline. */
+int failover_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint64_t deadline);
+/* Set the server-side timeout of a blocking op to what is left before deadline. */
+void failover_set_timeout(Muster__Request *req, uint64_t deadline);
+
 /* ---------------------------------------------------------------- call.c */
 
 /* The effective timeout for a call: timeout_ms, or the handle default for 0. */
 uint32_t call_timeout(const muster_t *m, uint32_t timeout_ms);
 /* Send req and wait for its response; see the top of this file. */
 int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_t timeout_ms);
+/* Send req once and wait for its response before deadline (no failover). */
+int call_once(muster_t *m, Muster__Request *req, Muster__Response **resp, uint64_t deadline);
 /* Assign req the next id (into *id) and append its frame to the output
  * buffer; MUSTER_ELIMIT when it exceeds the server's frame limit. */
 int call_queue(muster_t *m, Muster__Request *req, uint64_t *id);
@@ -153,6 +208,8 @@ int call_send_frame(muster_t *m, const Muster__ClientFrame *frame, uint64_t dead
 int call_read_frame(muster_t *m, uint64_t deadline, size_t cap, Muster__ServerFrame **out);
 /* Free a response returned by call_run / call_wait; NULL is a no-op. */
 void call_free(Muster__Response *resp);
+/* Forget unsent and half-read bytes (a connection that is gone); the stash stays. */
+void call_reset_io(muster_t *m);
 /* Free the handle's buffers and stashed responses. */
 void call_clear(muster_t *m);
 
@@ -162,6 +219,18 @@ void call_clear(muster_t *m);
 void event_push(muster_t *m, Muster__Event *ev);
 /* Free every queued event. */
 void event_clear(muster_t *m);
+/* Record a watch the server registered (id as the caller knows it); a muster_err. */
+int event_watch_add(muster_t *m, const char *prefix, uint64_t id);
+/* The server's current id for the caller's watch id (itself when unknown). */
+uint64_t event_watch_server_id(const muster_t *m, uint64_t id);
+/* Forget the caller's watch id. */
+void event_watch_remove(muster_t *m, uint64_t id);
+/* Register every recorded watch again on a new connection before deadline. */
+int event_watch_restore(muster_t *m, uint64_t deadline);
+/* Free the watch records. */
+void event_watch_clear(muster_t *m);
+/* Queue a MEMBER_LOST event for this handle's own membership (after a reconnect). */
+void event_push_lost(muster_t *m, uint64_t generation, const char *node_id);
 
 /* --------------------------------------------------------------- error.c */
 

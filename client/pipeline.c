@@ -3,7 +3,13 @@
  * and answered together, so N ops cost one round trip instead of N.  The
  * wire already allows it (requests carry ids); this file only keeps copies
  * of the ops until the run and the answers until destroy.
+ *
+ * On a failover handle (failover.c) a run survives a lost connection or a
+ * standby: ops answered NOT_LEADER and unanswered ops that are safe to
+ * repeat are sent again after the reconnect; an unanswered add is not, and
+ * its result is MUSTER_ECONN.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +24,7 @@ struct pipe_op {
     int64_t delta;
     uint64_t id;
     int status;
+    int lost;       /* in flight on a lost connection and not safe to repeat */
     Muster__Response *resp;
 };
 
@@ -152,37 +159,98 @@ static int pipe_queue(muster_t *m, struct pipe_op *o)
     return call_queue(m, &req, &o->id);
 }
 
+/* Whether op o still waits for an answer it can use. */
+static int pipe_pending(const struct pipe_op *o)
+{
+    return !o->resp && !o->lost;
+}
+
+/* Queue every pending op, send them and wait for their answers before deadline. */
+static int pipe_exchange(muster_pipeline *p, uint64_t deadline)
+{
+    muster_t *m = p->m;
+    size_t mark = m->out.len;
+    int rc = MUSTER_OK;
+    for (size_t i = 0; i < p->n && rc == MUSTER_OK; i++)
+        if (pipe_pending(&p->ops[i]))
+            rc = pipe_queue(m, &p->ops[i]);
+    if (rc != MUSTER_OK) {
+        /* Nothing was sent: take the queued frames back so they do not go
+         * out with the next call, whose caller would not expect answers. */
+        m->out.len = mark;
+        for (size_t i = 0; i < p->n; i++)
+            if (pipe_pending(&p->ops[i]))
+                p->ops[i].id = 0;
+    }
+    if (rc == MUSTER_OK)
+        rc = call_flush(m, deadline);
+    for (size_t i = 0; i < p->n && rc == MUSTER_OK; i++) {
+        struct pipe_op *o = &p->ops[i];
+        if (!pipe_pending(o))
+            continue;
+        rc = call_wait(m, o->id, deadline, &o->resp);
+        if (rc == MUSTER_OK)
+            o->status = call_check(m, o->resp, o->op);
+    }
+    return rc;
+}
+
+/* After one exchange on a failover handle: drop NOT_LEADER answers so they
+ * are sent again, settle unanswered ops of a lost connection; returns how
+ * many ops are still pending. */
+static size_t pipe_settle(muster_pipeline *p, char *leader, size_t n)
+{
+    size_t pending = 0;
+    int lost = failover_lost(p->m);
+    for (size_t i = 0; i < p->n; i++) {
+        struct pipe_op *o = &p->ops[i];
+        if (o->resp && o->status == MUSTER_ENOTLEADER) {
+            snprintf(leader, n, "%s", o->resp->error_message);
+            call_free(o->resp);
+            o->resp = NULL;
+        } else if (!o->resp && lost && !failover_idempotent(o->op)) {
+            o->lost = 1;
+        }
+        pending += pipe_pending(o);
+    }
+    return pending;
+}
+
+/* Run the batch on a failover handle, reconnecting between exchanges. */
+static int pipe_run_failover(muster_pipeline *p, uint64_t deadline)
+{
+    muster_t *m = p->m;
+    int rc = MUSTER_ECONN;
+    for (unsigned round = 0; round < FAILOVER_MAX_RESENDS; round++) {
+        rc = failover_ready(m, deadline);
+        if (rc != MUSTER_OK)
+            return rc;
+        rc = pipe_exchange(p, deadline);
+        if (rc != MUSTER_OK && !failover_lost(m))
+            return rc;
+        char leader[256] = "";
+        if (pipe_settle(p, leader, sizeof leader) == 0)
+            return MUSTER_OK;
+        if (leader[0] && !m->broken)
+            failover_redirect(m, leader);
+        if (deadline_left(deadline) == 0)
+            return rc == MUSTER_OK ? MUSTER_ETIMEDOUT : rc;
+    }
+    return rc == MUSTER_OK ? MUSTER_ECONN : rc;
+}
+
 /* Send every op and wait for all answers under one deadline. */
 int muster_pipeline_run(muster_pipeline *p, uint32_t timeout_ms)
 {
     if (!p || p->ran)
         return MUSTER_EINVAL;
     muster_t *m = p->m;
-    if (m->broken)
+    if (m->broken && !m->url.failover)
         return error_set(m, MUSTER_ECONN, "connection unusable after an earlier error");
     p->ran = 1;
     uint64_t deadline = deadline_after((uint64_t)call_timeout(m, timeout_ms) + CALL_GRACE_MS);
-    size_t mark = m->out.len;
-    int rc = MUSTER_OK;
-    for (size_t i = 0; i < p->n && rc == MUSTER_OK; i++)
-        rc = pipe_queue(m, &p->ops[i]);
-    if (rc != MUSTER_OK) {
-        /* Nothing was sent: take the queued frames back so they do not go
-         * out with the next call, whose caller would not expect answers. */
-        m->out.len = mark;
-        for (size_t i = 0; i < p->n; i++)
-            p->ops[i].id = 0;
-    }
-    if (rc == MUSTER_OK)
-        rc = call_flush(m, deadline);
-    for (size_t i = 0; i < p->n && rc == MUSTER_OK; i++) {
-        struct pipe_op *o = &p->ops[i];
-        rc = call_wait(m, o->id, deadline, &o->resp);
-        if (rc == MUSTER_OK)
-            o->status = call_check(m, o->resp, o->op);
-    }
-    p->run_rc = rc;
-    return rc;
+    p->run_rc = m->url.failover ? pipe_run_failover(p, deadline) : pipe_exchange(p, deadline);
+    return p->run_rc;
 }
 
 /* The outcome of op i after a run, as a muster_err. */
@@ -192,6 +260,8 @@ int muster_pipeline_result(const muster_pipeline *p, size_t i, const void **valu
     if (!p || !p->ran || i >= p->n)
         return MUSTER_EINVAL;
     const struct pipe_op *o = &p->ops[i];
+    if (o->lost)
+        return MUSTER_ECONN;
     if (!o->resp)
         return p->run_rc;
     /* A delete of an absent key is not a failure (see muster_delete). */

@@ -1,7 +1,9 @@
 /*
- * Store URL parsing: tcp://HOST[:PORT][/NAMESPACE][?token=T&timeout=MS&name=N]
+ * Store URL parsing: tcp://HOST[:PORT][,HOST[:PORT]...][/NAMESPACE][?token=T&timeout=MS&name=N&failover=0|1]
  * (tls:// the same, plus tls=0|1, ca=, cert=, key=) and env://[?...].  A pure function of its input (the environment is read
  * only for NULL/"" and env://), so it is easy to unit-test and fuzz.
+ * Several endpoints name the members of a high-availability set; the
+ * handle tries them in turn (conn.c), so the first one is just a start.
  *
  * Strict on purpose: a misspelt store address should fail loudly at start-up
  * rather than hang a job on a wrong host.  Unknown or repeated query
@@ -12,6 +14,7 @@
  */
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -117,13 +120,13 @@ static int url_copy(struct span s, char *dst, size_t cap)
 }
 
 /* Check and store a host: an IPv6 literal (already unbracketed) when v6, else a name or IPv4. */
-static int url_set_host(struct span h, int v6, muster_url *u)
+static int url_set_host(struct span h, int v6, muster_endpoint *e)
 {
-    if (h.n == 0 || url_copy(h, u->host, sizeof u->host) != 0)
+    if (h.n == 0 || url_copy(h, e->host, sizeof e->host) != 0)
         return -1;
     if (v6) {
         struct in6_addr a;
-        return inet_pton(AF_INET6, u->host, &a) == 1 ? 0 : -1;
+        return inet_pton(AF_INET6, e->host, &a) == 1 ? 0 : -1;
     }
     for (size_t i = 0; i < h.n; i++)
         if (!url_host_char(h.p[i]))
@@ -131,12 +134,12 @@ static int url_set_host(struct span h, int v6, muster_url *u)
     return 0;
 }
 
-/* Apply ?tls=1 or ?tls=0 (tls:// already set it); 0 on success. */
-static int url_tls_flag(struct span v, muster_url *u)
+/* Apply a 0|1 flag such as ?tls= (tls:// already set it) or ?failover=; 0 on success. */
+static int url_tls_flag(struct span v, int *flag)
 {
     if (v.n != 1 || (v.p[0] != '0' && v.p[0] != '1'))
         return -1;
-    u->tls = v.p[0] == '1';
+    *flag = v.p[0] == '1';
     return 0;
 }
 
@@ -148,7 +151,7 @@ static int url_param(struct span kv, unsigned *seen, muster_url *u)
         return -1;
     struct span k = {kv.p, (size_t)(eq - kv.p)};
     struct span v = {eq + 1, kv.n - k.n - 1};
-    static const char *const names[] = {"token", "timeout", "name", "tls", "ca", "cert", "key"};
+    static const char *const names[] = {"token", "timeout", "name", "tls", "ca", "cert", "key", "failover"};
     for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (k.n != strlen(names[i]) || memcmp(k.p, names[i], k.n) != 0)
             continue;
@@ -160,7 +163,9 @@ static int url_param(struct span kv, unsigned *seen, muster_url *u)
         if (i == 2)
             return url_decode(v, u->name, sizeof u->name);
         if (i == 3)
-            return url_tls_flag(v, u);
+            return url_tls_flag(v, &u->tls);
+        if (i == 7)
+            return url_tls_flag(v, &u->failover);
         if (i >= 4) {
             char *dst = i == 4 ? u->tls_ca : i == 5 ? u->tls_cert : u->tls_key;
             return url_decode(v, dst, sizeof u->tls_ca);
@@ -203,8 +208,8 @@ static void url_split_query(const char *rest, struct span *path, struct span *qu
     query->n = q ? strlen(q + 1) : 0;
 }
 
-/* Parse the authority "HOST[:PORT]" or "[V6][:PORT]". */
-static int url_authority(struct span a, muster_url *u)
+/* Parse one endpoint "HOST[:PORT]" or "[V6][:PORT]", defport when the port is absent. */
+static int url_endpoint(struct span a, uint16_t defport, muster_endpoint *e)
 {
     struct span host = a, port = {NULL, 0};
     int v6 = 0, has_port = 0;
@@ -229,20 +234,56 @@ static int url_authority(struct span a, muster_url *u)
             has_port = 1;
         }
     }
-    if (url_set_host(host, v6, u) != 0)
+    if (url_set_host(host, v6, e) != 0)
         return -1;
-    u->port = MUSTER_DEFAULT_PORT;
-    return has_port ? url_port(port, &u->port) : 0;
+    e->port = defport;
+    return has_port ? url_port(port, &e->port) : 0;
+}
+
+/* Say which endpoint (1-based, and its text) is malformed. */
+static int url_bad_endpoint(struct span a, size_t i, char *why, size_t n)
+{
+    snprintf(why, n, "endpoint %zu '%.*s' is malformed: want HOST[:PORT] or [IPV6][:PORT], port 1..65535", i + 1,
+             (int)(a.n > 200 ? 200 : a.n), a.p);
+    return -1;
+}
+
+/* Add one endpoint parsed by url_endpoint to u, refusing more than the limit. */
+static int url_add_endpoint(struct span a, uint16_t defport, muster_url *u, char *why, size_t n)
+{
+    if (u->n_endpoints == MUSTER_URL_MAX_ENDPOINTS) {
+        snprintf(why, n, "more than %d endpoints", MUSTER_URL_MAX_ENDPOINTS);
+        return -1;
+    }
+    if (url_endpoint(a, defport, &u->endpoints[u->n_endpoints]) != 0)
+        return url_bad_endpoint(a, u->n_endpoints, why, n);
+    u->n_endpoints++;
+    return 0;
+}
+
+/* Parse the comma-separated endpoint list "A[,B...]" into u. */
+static int url_authorities(struct span list, muster_url *u, char *why, size_t n)
+{
+    const char *p = list.p, *end = list.p + list.n;
+    for (;;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma ? comma : end;
+        if (url_add_endpoint((struct span){p, (size_t)(stop - p)}, MUSTER_DEFAULT_PORT, u, why, n) != 0)
+            return -1;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
 }
 
 /* Parse the part after "tcp://". */
-static int url_parse_tcp(const char *rest, muster_url *u)
+static int url_parse_tcp(const char *rest, muster_url *u, char *why, size_t n)
 {
     struct span path, query;
     url_split_query(rest, &path, &query);
     const char *slash = memchr(path.p, '/', path.n);
     struct span auth = {path.p, slash ? (size_t)(slash - path.p) : path.n};
-    if (url_authority(auth, u) != 0)
+    if (url_authorities(auth, u, why, n) != 0)
         return -1;
     if (slash) {
         struct span ns = {slash + 1, path.n - auth.n - 1};
@@ -255,8 +296,34 @@ static int url_parse_tcp(const char *rest, muster_url *u)
     return query.p ? url_query(query, u) : 0;
 }
 
-/* Parse the part after "env://": MASTER_ADDR, MASTER_PORT, MUSTER_NAMESPACE, then the query. */
-static int url_parse_env(const char *rest, muster_url *u)
+/* Count the colons in a span. */
+static size_t url_colons(struct span a)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < a.n; i++)
+        k += a.p[i] == ':';
+    return k;
+}
+
+/* Add one MASTER_ADDR element: a bare IPv6 literal (two colons or more) takes
+ * defport; otherwise it is parsed like a URL endpoint, HOST[:PORT] or [V6][:PORT]. */
+static int url_env_endpoint(struct span a, uint16_t defport, muster_url *u, char *why, size_t n)
+{
+    if (a.n == 0 || a.p[0] == '[' || url_colons(a) < 2)
+        return url_add_endpoint(a, defport, u, why, n);
+    if (u->n_endpoints == MUSTER_URL_MAX_ENDPOINTS)
+        return url_add_endpoint(a, defport, u, why, n);
+    muster_endpoint *e = &u->endpoints[u->n_endpoints];
+    if (url_set_host(a, 1, e) != 0)
+        return url_bad_endpoint(a, u->n_endpoints, why, n);
+    e->port = defport;
+    u->n_endpoints++;
+    return 0;
+}
+
+/* Parse the part after "env://": MASTER_ADDR (one address or a comma-separated
+ * list), MASTER_PORT, MUSTER_NAMESPACE, then the query. */
+static int url_parse_env(const char *rest, muster_url *u, char *why, size_t n)
 {
     struct span path, query;
     url_split_query(rest, &path, &query);
@@ -264,18 +331,24 @@ static int url_parse_env(const char *rest, muster_url *u)
         return -1;
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
     const char *ns = getenv("MUSTER_NAMESPACE");
-    if (!addr || !*addr)
+    if (!addr || !*addr) {
+        snprintf(why, n, "env:// needs MASTER_ADDR");
         return -1;
-    struct span a = {addr, strlen(addr)};
-    /* MASTER_ADDR holds a bare address, so an IPv6 literal comes unbracketed. */
-    int v6 = memchr(addr, ':', a.n) != NULL;
-    if (a.n > 2 && addr[0] == '[' && addr[a.n - 1] == ']')
-        a = (struct span){addr + 1, a.n - 2}, v6 = 1;
-    if (url_set_host(a, v6, u) != 0)
+    }
+    uint16_t defport = MUSTER_DEFAULT_PORT;
+    if (port && *port && url_port((struct span){port, strlen(port)}, &defport) != 0) {
+        snprintf(why, n, "MASTER_PORT '%.16s' is not a port 1..65535", port);
         return -1;
-    u->port = MUSTER_DEFAULT_PORT;
-    if (port && *port && url_port((struct span){port, strlen(port)}, &u->port) != 0)
-        return -1;
+    }
+    for (const char *p = addr;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (url_env_endpoint((struct span){p, len}, defport, u, why, n) != 0)
+            return -1;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
     if (ns) {
         for (const char *c = ns; *c; c++)
             if (!url_ns_char(*c))
@@ -286,9 +359,38 @@ static int url_parse_env(const char *rest, muster_url *u)
     return query.p ? url_query(query, u) : 0;
 }
 
+/* Parse a NUL-terminated "HOST:PORT" or "[V6]:PORT" (a leader's address) into *e; 0 or -1. */
+int url_parse_endpoint(const char *text, muster_endpoint *e)
+{
+    muster_endpoint tmp;
+    if (url_endpoint((struct span){text, strlen(text)}, MUSTER_DEFAULT_PORT, &tmp) != 0)
+        return -1;
+    *e = tmp;
+    return 0;
+}
+
+/* Copy the first endpoint into host/port and settle the failover default. */
+static void url_finish(muster_url *u)
+{
+    memcpy(u->host, u->endpoints[0].host, sizeof u->host);
+    u->port = u->endpoints[0].port;
+    if (u->failover < 0)
+        u->failover = u->n_endpoints > 1;
+}
+
 /* Parse text into *out; MUSTER_EURL with no change to *out on error. */
 int muster_url_parse(const char *text, muster_url *out)
 {
+    return muster_url_parse_detail(text, out, NULL, 0);
+}
+
+/* As muster_url_parse, also saying in why (n bytes) what is wrong. */
+int muster_url_parse_detail(const char *text, muster_url *out, char *why, size_t n)
+{
+    char scratch[8];
+    if (!why || n == 0)
+        why = scratch, n = sizeof scratch;
+    why[0] = '\0';
     if (!out)
         return MUSTER_EINVAL;
     if (!text || !*text) {
@@ -296,19 +398,28 @@ int muster_url_parse(const char *text, muster_url *out)
         if (!text || !*text)
             text = URL_DEFAULT;
     }
-    muster_url u;
-    memset(&u, 0, sizeof u);
+    /* Large (the endpoint table), so off the stack of small threads. */
+    muster_url *u = calloc(1, sizeof *u);
+    if (!u)
+        return MUSTER_ENOMEM;
+    u->failover = -1;
     int rc = -1;
     if (strncasecmp(text, URL_TCP, strlen(URL_TCP)) == 0) {
-        rc = url_parse_tcp(text + strlen(URL_TCP), &u);
+        rc = url_parse_tcp(text + strlen(URL_TCP), u, why, n);
     } else if (strncasecmp(text, URL_TLS, strlen(URL_TLS)) == 0) {
-        u.tls = 1; /* before the query, so ?tls=0 can still turn it off */
-        rc = url_parse_tcp(text + strlen(URL_TLS), &u);
+        u->tls = 1; /* before the query, so ?tls=0 can still turn it off */
+        rc = url_parse_tcp(text + strlen(URL_TLS), u, why, n);
+    } else if (strncasecmp(text, URL_ENV, strlen(URL_ENV)) == 0) {
+        rc = url_parse_env(text + strlen(URL_ENV), u, why, n);
     }
-    else if (strncasecmp(text, URL_ENV, strlen(URL_ENV)) == 0)
-        rc = url_parse_env(text + strlen(URL_ENV), &u);
-    if (rc != 0 || strchr(text, '#'))
-        return MUSTER_EURL;
-    *out = u;
-    return MUSTER_OK;
+    if (rc == 0 && strchr(text, '#'))
+        rc = -1;
+    if (rc != 0 && !why[0])
+        snprintf(why, n, "want tcp://HOST[:PORT][,HOST[:PORT]...][/NAMESPACE][?PARAMS], tls://... or env://");
+    if (rc == 0) {
+        url_finish(u);
+        *out = *u;
+    }
+    free(u);
+    return rc == 0 ? MUSTER_OK : MUSTER_EURL;
 }

@@ -53,7 +53,9 @@ int cli_connect(struct cli *c, muster_t **m)
         if (!c->m) {
             char where[300];
             cli_describe_url(c, where, sizeof where);
-            if (err == MUSTER_EURL)
+            if (err == MUSTER_EURL && c->last_log[0])
+                fprintf(stderr, "muster: %s\n", c->last_log); /* names the bad part, never the query */
+            else if (err == MUSTER_EURL)
                 fprintf(stderr, "muster: bad store URL %s\n", where);
             else
                 fprintf(stderr, "muster: cannot connect to %s: %s\n", where,

@@ -30,8 +30,43 @@
  * be in flight so request and reply would no longer line up), the handle
  * becomes unusable: every later call returns MUSTER_ECONN.  muster_broken()
  * tells which case a MUSTER_ETIMEDOUT was.  Close the handle and connect
- * again; the library never reconnects behind the caller's back, because the
- * server ties watches and rendezvous membership to the connection.
+ * again; without failover (below) the library never reconnects behind the
+ * caller's back, because the server ties watches and rendezvous membership
+ * to the connection.
+ *
+ * Failover: a handle whose URL lists several endpoints (or says
+ * ?failover=1) serves a high-availability set and repairs itself instead
+ * of breaking.  Connecting tries the endpoints in order, starting from the
+ * last one that worked, moving on at once when one fails and backing off
+ * (the same jittered backoff) after a whole pass failed, all within the
+ * connect deadline.  Each connection is checked with one request after the
+ * hello; a standby's NOT_LEADER names the leader, which is tried next even
+ * if the URL does not list it (at most 4 redirects in a row, so standbys
+ * cannot send the client in circles); "no leader" means back off and try
+ * again.  On an established handle, a lost connection or a NOT_LEADER
+ * answer makes the call reconnect by the same rules, within the call's own
+ * deadline, say hello again with the same namespace and token, and then:
+ *   - an op answered NOT_LEADER never ran: it is sent to the leader;
+ *   - set, get, delete, check, wait, num_keys, multi_get, multi_set, list,
+ *     ping, watch and unwatch in flight on the lost connection are sent
+ *     again; waits (get/multi_get with wait, muster_wait) with the time
+ *     left of the caller's timeout;
+ *   - add, compare_set, append, barrier and rdzv_join in flight may or may
+ *     not have run: they return MUSTER_ECONN (retryable, the handle is
+ *     usable again) and are never repeated by the library;
+ *   - pipelines classify each unanswered op the same way: a lost add's
+ *     muster_pipeline_result() is MUSTER_ECONN, the others are answered;
+ *   - watches are registered again and keep the ids the caller holds;
+ *     changes made while no connection watched are not replayed, and
+ *     muster_events_dropped() grows by one to say some may be missed;
+ *   - a rendezvous membership does not survive: the handle queues a
+ *     MUSTER_EVENT_MEMBER_LOST for its own node and generation, and
+ *     muster_rdzv_heartbeat() returns MUSTER_ESTALE until the next join, so
+ *     the generation re-forms as after any member loss.
+ * muster_next_event() with a timeout reconnects an idle handle too.  The
+ * socket changes with a reconnect: take muster_fd() again after each call.
+ * Progress goes to the log callback ("reconnected to ..." at WARN).  A
+ * handle the server answered with garbage (MUSTER_EPROTO) stays broken.
  *
  * Ownership: buffers the library returns (values, key lists) belong to the
  * caller and are freed with muster_free() / muster_free_list().  Input
@@ -87,6 +122,15 @@ MUSTER_API int muster_err_retryable(int err);
 
 /* ------------------------------------------------------------------ URLs */
 
+/* The most endpoints one URL may list. */
+#define MUSTER_URL_MAX_ENDPOINTS 8
+
+/* One server address of a URL. */
+typedef struct muster_endpoint {
+    char host[256];        /* a name, an IPv4 literal, or an IPv6 literal without brackets */
+    uint16_t port;
+} muster_endpoint;
+
 /* A parsed store URL: tcp://HOST[:PORT][/NAMESPACE][?token=T&timeout=MS&name=N]
  * HOST may be a bracketed IPv6 literal; PORT defaults to 29600.  "env://"
  * (optionally with the same query) reads MASTER_ADDR (required; a bare IPv6
@@ -99,9 +143,20 @@ MUSTER_API int muster_err_retryable(int err);
  * timeout is milliseconds, at least 1.  tls://HOST... is the same with TLS
  * (as is ?tls=1); ?ca=, ?cert= and ?key= name PEM files (percent-decoded).
  * With TLS, data may wait inside the library: poll muster_fd() only after a
- * call has returned with nothing buffered (the library's own waits know). */
+ * call has returned with nothing buffered (the library's own waits know).
+ *
+ * Several endpoints: the authority may list up to MUSTER_URL_MAX_ENDPOINTS
+ * comma-separated endpoints, the members of a high-availability set:
+ * tcp://a:29600,b:29600,[::1]:29600/ns (tls:// alike; each endpoint has its
+ * own optional port).  For env:// MASTER_ADDR may be such a list too: each
+ * element is HOST, HOST:PORT, [V6][:PORT] or a bare IPv6 literal, and
+ * MASTER_PORT is the port of those without one.  An empty element, a bad
+ * endpoint or more than the limit is MUSTER_EURL, and
+ * muster_url_parse_detail() names the endpoint.  ?failover=0|1 turns the
+ * handle's automatic failover (see "Failover" at muster_connect) off or on;
+ * it is on by default exactly when the URL lists more than one endpoint. */
 typedef struct muster_url {
-    char host[256];
+    char host[256];        /* the first endpoint (the same as endpoints[0]) */
     uint16_t port;
     char ns[256];
     char token[256];
@@ -111,10 +166,17 @@ typedef struct muster_url {
     char tls_ca[256];      /* ?ca=PATH: CA bundle to verify the server with ("" = the system's) */
     char tls_cert[256];    /* ?cert=PATH: client certificate, for servers that require one */
     char tls_key[256];     /* ?key=PATH: its private key */
+    int failover;          /* 1: reconnect and follow the leader by itself (see muster_connect) */
+    size_t n_endpoints;    /* 1..MUSTER_URL_MAX_ENDPOINTS */
+    muster_endpoint endpoints[MUSTER_URL_MAX_ENDPOINTS];
 } muster_url;
 
 /* Parse text into *out; MUSTER_EURL with no change to *out on error. */
 MUSTER_API int muster_url_parse(const char *text, muster_url *out);
+/* As muster_url_parse, and on MUSTER_EURL writes what is wrong into why (n
+ * bytes, may be NULL/0): the bad endpoint by position and text when one is
+ * malformed, else the expected form.  Never includes the query (tokens). */
+MUSTER_API int muster_url_parse_detail(const char *text, muster_url *out, char *why, size_t n);
 
 /* ---------------------------------------------------------------- handles */
 
@@ -141,7 +203,9 @@ typedef struct muster_opts {
 } muster_opts;
 
 /* Connect to the store at url (see muster_url_parse), retrying with
- * exponential backoff and jitter until the connect deadline.  Returns a
+ * exponential backoff and jitter until the connect deadline (several
+ * endpoints: see "Failover" at the top; a bad URL is logged with the detail
+ * of muster_url_parse_detail through opts->log_fn).  Returns a
  * handle, or NULL with *err set (err may be NULL). */
 MUSTER_API muster_t *muster_connect(const char *url, int *err);
 /* As muster_connect with explicit options (opts may be NULL). */
@@ -154,7 +218,8 @@ MUSTER_API void muster_close(muster_t *m);
 MUSTER_API const char *muster_last_error(const muster_t *m);
 /* 0 while m is usable, else the error that broke it (see "Broken handles"). */
 MUSTER_API int muster_broken(const muster_t *m);
-/* The socket fd, for poll(): readable when the server has sent something.
+/* The socket fd, for poll(): readable when the server has sent something
+ * (on a failover handle it changes after a reconnect: ask again each time).
  * Events already read during other calls wait in the handle's queue, so
  * drain muster_next_event(m, &ev, 0) after polling AND after other calls. */
 MUSTER_API int muster_fd(const muster_t *m);

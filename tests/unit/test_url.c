@@ -1,7 +1,9 @@
 /*
  * Unit tests of the store URL parser (muster_url_parse): accepted forms,
  * defaults, bracketed IPv6, query parameters, env:// and the environment
- * default, and rejected input that must leave *out untouched.
+ * default, rejected input that must leave *out untouched, and URLs that
+ * list several endpoints (their order, the limit, the failover default and
+ * the message naming a bad endpoint).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +45,8 @@ static const char *const url_bad[] = {
     "tcp://h:-1",          "tcp://h:12ab",    "tcp://h:99999999999999999999",
     "tcp://[::1",          "tcp://[::1]x",    "tcp://[::1]:",       "tcp://[]:1",
     "tcp://h:1?timeout=abc", "tcp://h:1?timeout=-5", "tcp://h:1?token=%zz",
+    "tcp://a,",            "tcp://,a",        "tcp://a,,b",         "tcp://a:1,b:0",
+    "tcp://a,[::1",        "tcp://a?failover=2", "tcp://a?failover=1&failover=0",
 };
 
 /* Parse text and compare every field with the expectation. */
@@ -162,6 +166,93 @@ static void t_env_scheme(void *unused)
     unsetenv("MUSTER_NAMESPACE");
 }
 
+/* A list of endpoints keeps every one, in order, each with its own port. */
+static void t_multi(void *unused)
+{
+    muster_url u;
+    (void)unused;
+    CHECK_EQ(muster_url_parse("tcp://a:29600,b:29601,[::1]:29602/ns?token=t", &u), MUSTER_OK);
+    CHECK_EQ(u.n_endpoints, 3);
+    CHECK_STR(u.endpoints[0].host, "a");
+    CHECK_EQ(u.endpoints[0].port, 29600);
+    CHECK_STR(u.endpoints[1].host, "b");
+    CHECK_EQ(u.endpoints[1].port, 29601);
+    CHECK_STR(u.endpoints[2].host, "::1");
+    CHECK_EQ(u.endpoints[2].port, 29602);
+    CHECK_STR(u.host, "a"); /* the first endpoint, as before */
+    CHECK_EQ(u.port, 29600);
+    CHECK_STR(u.ns, "ns");
+    CHECK_STR(u.token, "t");
+    CHECK_EQ(u.failover, 1);
+    CHECK_EQ(muster_url_parse("tls://a,b/ns", &u), MUSTER_OK);
+    CHECK_EQ(u.n_endpoints, 2);
+    CHECK_EQ(u.endpoints[1].port, MUSTER_DEFAULT_PORT);
+    CHECK_EQ(u.tls, 1);
+    /* One endpoint: no failover unless asked for; several: on unless turned off. */
+    CHECK_EQ(muster_url_parse("tcp://a:1", &u), MUSTER_OK);
+    CHECK_EQ(u.n_endpoints, 1);
+    CHECK_EQ(u.failover, 0);
+    CHECK_EQ(muster_url_parse("tcp://a:1?failover=1", &u), MUSTER_OK);
+    CHECK_EQ(u.failover, 1);
+    CHECK_EQ(muster_url_parse("tcp://a:1,b:2?failover=0", &u), MUSTER_OK);
+    CHECK_EQ(u.failover, 0);
+}
+
+/* At most MUSTER_URL_MAX_ENDPOINTS endpoints; errors name the bad one. */
+static void t_multi_limits(void *unused)
+{
+    char text[512] = "tcp://";
+    muster_url u;
+    char why[256];
+    (void)unused;
+    for (int i = 0; i < MUSTER_URL_MAX_ENDPOINTS; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%sh%d:%d", i ? "," : "", i, 100 + i);
+    CHECK_EQ(muster_url_parse(text, &u), MUSTER_OK);
+    CHECK_EQ(u.n_endpoints, MUSTER_URL_MAX_ENDPOINTS);
+    CHECK_STR(u.endpoints[MUSTER_URL_MAX_ENDPOINTS - 1].host, "h7");
+    strcat(text, ",h8:108");
+    url_expect_bad(text);
+    CHECK_EQ(muster_url_parse_detail(text, &u, why, sizeof why), MUSTER_EURL);
+    CHECK(strstr(why, "more than 8 endpoints") != NULL);
+    CHECK_EQ(muster_url_parse_detail("tcp://good:1,bad:0,x:2/ns", &u, why, sizeof why), MUSTER_EURL);
+    CHECK(strstr(why, "endpoint 2 'bad:0'") != NULL);
+    CHECK_EQ(muster_url_parse_detail("tcp://a:1,,b/ns", &u, why, sizeof why), MUSTER_EURL);
+    CHECK(strstr(why, "endpoint 2 ''") != NULL);
+    CHECK_EQ(muster_url_parse_detail("tcp://a:1/ns?token=secret&bogus=1", &u, why, sizeof why), MUSTER_EURL);
+    CHECK(why[0] != '\0');
+    CHECK(strstr(why, "secret") == NULL);
+    CHECK_EQ(muster_url_parse_detail("tcp://a:1,b:2", &u, NULL, 0), MUSTER_OK);
+}
+
+/* MASTER_ADDR may list endpoints; MASTER_PORT is the port of those without one. */
+static void t_env_multi(void *unused)
+{
+    muster_url u;
+    (void)unused;
+    setenv("MASTER_ADDR", "10.0.0.1,10.0.0.2:7000,::1,[fe80::1]:8", 1);
+    setenv("MASTER_PORT", "1234", 1);
+    CHECK_EQ(muster_url_parse("env://", &u), MUSTER_OK);
+    CHECK_EQ(u.n_endpoints, 4);
+    CHECK_STR(u.endpoints[0].host, "10.0.0.1");
+    CHECK_EQ(u.endpoints[0].port, 1234);
+    CHECK_STR(u.endpoints[1].host, "10.0.0.2");
+    CHECK_EQ(u.endpoints[1].port, 7000);
+    CHECK_STR(u.endpoints[2].host, "::1");
+    CHECK_EQ(u.endpoints[2].port, 1234);
+    CHECK_STR(u.endpoints[3].host, "fe80::1");
+    CHECK_EQ(u.endpoints[3].port, 8);
+    CHECK_EQ(u.failover, 1);
+    setenv("MASTER_ADDR", "10.0.0.1,", 1);
+    url_expect_bad("env://");
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
+    /* MUSTER_URL may list endpoints too. */
+    setenv("MUSTER_URL", "tcp://a:1,b:2/j", 1);
+    CHECK_EQ(muster_url_parse(NULL, &u), MUSTER_OK);
+    CHECK_EQ(u.n_endpoints, 2);
+    unsetenv("MUSTER_URL");
+}
+
 /* Run the URL parser tests. */
 int main(void)
 {
@@ -171,5 +262,8 @@ int main(void)
     H_RUN(t_overlong, NULL);
     H_RUN(t_env_default, NULL);
     H_RUN(t_env_scheme, NULL);
+    H_RUN(t_multi, NULL);
+    H_RUN(t_multi_limits, NULL);
+    H_RUN(t_env_multi, NULL);
     return h_finish();
 }
