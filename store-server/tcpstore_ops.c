@@ -11,6 +11,7 @@
 #include <uthash.h>
 
 #include "muster.pb-c.h"
+#include "ha.h"
 #include "ns.h"
 #include "server.h"
 #include "tcpstore_int.h"
@@ -246,6 +247,14 @@ void tsops_dispatch(struct ts_conn *c, struct ts_req *r)
     stats_inc(&c->ts->srv->stats, STAT_TS_REQUESTS);
     if (!row->fn) {
         tcpstore_fail(c, STAT_TS_UNSUPPORTED, "%s (type byte %u) is not supported", row->name, r->code);
+        return;
+    }
+    /* TCPStore's protocol has no error answer: a standby closes with the leader named in its log, so the
+     * client fails instead of writing into a copy that is not the replicated one. */
+    if (!ha_serving(c->ts->srv)) {
+        const char *leader = ha_leader(c->ts->srv);
+        tcpstore_fail(c, STAT_TS_UNSUPPORTED, "%s refused: this musterd is not the leader (leader: %s)", row->name,
+                      *leader ? leader : "none known");
         return;
     }
     row->fn(c, r);
