@@ -18,6 +18,7 @@
 #include "harness.h"
 #include "hclient.h"
 #include "hetcd.h"
+#include "hha.h"
 
 /* The lease every daemon of the set uses, ms. */
 /* 4 s rather than the 2 s default: the member-loss phase kills the etcd member both daemons talk to
@@ -27,43 +28,6 @@
 
 static struct hetcd cluster;
 static char ha_url[256];
-
-/* Sleep one polling step (awaiting a condition checked by the caller, always bounded). */
-static void step(void)
-{
-    struct timespec ts = {0, 50 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-}
-
-/* A new handle on d that gives up on an unanswered hello after a second: a daemon that lost etcd with
- * writes unconfirmed never answers the connections that were waiting then. */
-static muster_t *reconnect(const struct h_daemon *d)
-{
-    char url[512];
-    muster_opts o = {0};
-    o.connect_timeout_ms = 1000;
-    o.default_timeout_ms = 5000;
-    o.client_name = "muster-test";
-    h_url(d, "ha", NULL, url, sizeof url);
-    int err;
-    return muster_connect_opts(url, &o, &err);
-}
-
-/* Set a key on *m until the status is want or ms pass, reconnecting to d after a lost or timed-out
- * call (the handle is unusable then); the last status. */
-static int set_until(const struct h_daemon *d, muster_t **m, int want, int64_t ms)
-{
-    int64_t until = h_now_ms() + ms;
-    int rc;
-    while ((rc = *m ? muster_set(*m, "k", "v", 1, 1000) : MUSTER_ECONN) != want && h_now_ms() < until) {
-        if (rc == MUSTER_ETIMEDOUT || rc == MUSTER_ECONN) {
-            muster_close(*m);
-            *m = reconnect(d);
-        }
-        step();
-    }
-    return rc;
-}
 
 /* Start a daemon of the set. */
 static int start(struct h_daemon *d)
@@ -116,17 +80,17 @@ static void t_failover(void *unused)
     muster_t *ma = hc_connect(&a, "ha", NULL);
     if (!ma)
         return;
-    CHECK_EQ(set_until(&a, &ma, MUSTER_OK, 5000), MUSTER_OK); /* alone, a wins */
+    CHECK_EQ(hha_set_until(&a, &ma, "k", MUSTER_OK, 5000), MUSTER_OK); /* alone, a wins */
     CHECK_EQ(start(&b), 0);
     muster_t *mb = hc_connect(&b, "ha", NULL);
     if (!mb)
         return;
     char leader_a[64];
     snprintf(leader_a, sizeof leader_a, "127.0.0.1:%u", (unsigned)a.port);
-    CHECK_EQ(set_until(&b, &mb, MUSTER_ENOTLEADER, 5000), MUSTER_ENOTLEADER);
+    CHECK_EQ(hha_set_until(&b, &mb, "k", MUSTER_ENOTLEADER, 5000), MUSTER_ENOTLEADER);
     int64_t until = h_now_ms() + 5000;
     while (strcmp(muster_last_error(mb), leader_a) != 0 && h_now_ms() < until) {
-        step();
+        hha_step();
         muster_set(mb, "k", "v", 1, 1000);
     }
     CHECK_STR(muster_last_error(mb), leader_a);
@@ -136,7 +100,7 @@ static void t_failover(void *unused)
      * write may wait for etcd's own re-election (--election-timeout 500 ms in the test cluster). */
     hetcd_kill(&cluster, 0);
     int failures = 0;
-    for (int64_t end = h_now_ms() + 2 * TTL_MS; h_now_ms() < end; step())
+    for (int64_t end = h_now_ms() + 2 * TTL_MS; h_now_ms() < end; hha_step())
         failures += muster_set(ma, "k", "v", 1, 3000) != MUSTER_OK;
     CHECK_EQ(failures, 0);
 
@@ -144,14 +108,14 @@ static void t_failover(void *unused)
     kill(a.pid, SIGKILL);
     int64_t t0 = h_now_ms();
     h_stop(&a);
-    CHECK_EQ(set_until(&b, &mb, MUSTER_OK, TTL_MS + 1000), MUSTER_OK);
+    CHECK_EQ(hha_set_until(&b, &mb, "k", MUSTER_OK, TTL_MS + 1000), MUSTER_OK);
     int64_t took = h_now_ms() - t0;
     printf("  failover took %lld ms\n", (long long)took);
     CHECK(took <= TTL_MS + 1000);
 
     /* etcd loses quorum: the new leader stops serving and says so. */
     hetcd_kill(&cluster, 1);
-    CHECK_EQ(set_until(&b, &mb, MUSTER_ENOTLEADER, TTL_MS + 2000), MUSTER_ENOTLEADER);
+    CHECK_EQ(hha_set_until(&b, &mb, "k", MUSTER_ENOTLEADER, TTL_MS + 2000), MUSTER_ENOTLEADER);
     const char *why = mb ? muster_last_error(mb) : "";
     CHECK(strstr(why, "no leader") != NULL);
     printf("  with etcd quorum lost: %s\n", why);

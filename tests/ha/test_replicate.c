@@ -19,6 +19,7 @@
 #include "harness.h"
 #include "hclient.h"
 #include "hetcd.h"
+#include "hha.h"
 
 /* The lease every daemon of the set uses, ms. */
 #define TTL_MS 2000
@@ -41,13 +42,6 @@ static struct {
     uint64_t writes;
 } model;
 
-/* Sleep one polling step (awaiting a condition checked by the caller, always bounded). */
-static void step(void)
-{
-    struct timespec ts = {0, 50 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-}
-
 /* Start a daemon of the set (snapshots small enough that the test's writes make some), advertising its
  * first listener, or advertise when not NULL. */
 static int start(struct h_daemon *d, const char *advertise)
@@ -58,36 +52,6 @@ static int start(struct h_daemon *d, const char *advertise)
         extra[7] = advertise;
     }
     return h_start(d, extra);
-}
-
-/* A new handle on d that gives up on an unanswered hello after a second: a daemon that lost etcd with
- * writes unconfirmed never answers the connections that were waiting then. */
-static muster_t *reconnect(const struct h_daemon *d)
-{
-    char url[512];
-    muster_opts o = {0};
-    o.connect_timeout_ms = 1000;
-    o.default_timeout_ms = 5000;
-    o.client_name = "muster-test";
-    h_url(d, "ha", NULL, url, sizeof url);
-    int err;
-    return muster_connect_opts(url, &o, &err);
-}
-
-/* Set a key on *m until the status is want or ms pass, reconnecting to d after a lost or timed-out
- * call; the last status. */
-static int set_until(const struct h_daemon *d, muster_t **m, int want, int64_t ms)
-{
-    int64_t until = h_now_ms() + ms;
-    int rc;
-    while ((rc = *m ? muster_set(*m, "probe", "p", 1, 1000) : MUSTER_ECONN) != want && h_now_ms() < until) {
-        if (rc == MUSTER_ETIMEDOUT || rc == MUSTER_ECONN) {
-            muster_close(*m);
-            *m = reconnect(d);
-        }
-        step();
-    }
-    return rc;
 }
 
 /* One pipelined round of sets, adds and deletes, applied to the model once acknowledged. */
@@ -216,7 +180,7 @@ static void fail_over(struct h_daemon *old, const struct h_daemon *next, muster_
     kill(old->pid, SIGKILL);
     int64_t t0 = h_now_ms();
     h_stop(old);
-    CHECK_EQ(set_until(next, m, MUSTER_OK, TTL_MS + 1000), MUSTER_OK);
+    CHECK_EQ(hha_set_until(next, m, "probe", MUSTER_OK, TTL_MS + 1000), MUSTER_OK);
     int64_t took = h_now_ms() - t0;
     printf("  failover took %lld ms\n", (long long)took);
     CHECK(took <= TTL_MS + 1000);
@@ -226,7 +190,7 @@ static void fail_over(struct h_daemon *old, const struct h_daemon *next, muster_
 static long long await_replayed(struct h_daemon *d)
 {
     long long n = 0;
-    for (int64_t until = h_now_ms() + 10000; n <= 0 && h_now_ms() < until; step())
+    for (int64_t until = h_now_ms() + 10000; n <= 0 && h_now_ms() < until; hha_step())
         n = h_stat(d, "ha_log_replayed");
     return n;
 }
@@ -238,14 +202,14 @@ static void t_replicate(void *unused)
     struct h_daemon a, b, c;
     CHECK_EQ(start(&a, "leader-a.invalid:29600"), 0);
     muster_t *ma = hc_connect(&a, "ha", NULL);
-    CHECK_EQ(set_until(&a, &ma, MUSTER_OK, 5000), MUSTER_OK); /* alone, a leads */
+    CHECK_EQ(hha_set_until(&a, &ma, "probe", MUSTER_OK, 5000), MUSTER_OK); /* alone, a leads */
     CHECK_EQ(start(&b, NULL), 0);
     muster_t *mb = hc_connect(&b, "ha", NULL);
-    CHECK_EQ(set_until(&b, &mb, MUSTER_ENOTLEADER, 5000), MUSTER_ENOTLEADER);
+    CHECK_EQ(hha_set_until(&b, &mb, "probe", MUSTER_ENOTLEADER, 5000), MUSTER_ENOTLEADER);
     /* The standby names the leader by its --ha-advertise address once it has seen the leader key. */
     for (int64_t until = h_now_ms() + 5000; mb && strcmp(muster_last_error(mb), "leader-a.invalid:29600") != 0 &&
                                             h_now_ms() < until;
-         step())
+         hha_step())
         muster_set(mb, "probe", "p", 1, 1000);
     CHECK_STR(mb ? muster_last_error(mb) : "", "leader-a.invalid:29600");
     if (!ma || !mb)
@@ -270,7 +234,7 @@ static void t_replicate(void *unused)
     /* A fresh daemon joins after the log was snapshotted: it loads the snapshot and the log after it. */
     CHECK_EQ(start(&c, NULL), 0);
     muster_t *mc = hc_connect(&c, "ha", NULL);
-    CHECK_EQ(set_until(&c, &mc, MUSTER_ENOTLEADER, 5000), MUSTER_ENOTLEADER);
+    CHECK_EQ(hha_set_until(&c, &mc, "probe", MUSTER_ENOTLEADER, 5000), MUSTER_ENOTLEADER);
     CHECK(await_replayed(&c) > 0);
     fail_over(&b, &c, &mc);
     muster_close(mb);
@@ -280,7 +244,7 @@ static void t_replicate(void *unused)
     /* etcd loses quorum: writes are refused with NOT_LEADER, never acknowledged. */
     hetcd_kill(&cluster, 0);
     hetcd_kill(&cluster, 1);
-    CHECK_EQ(set_until(&c, &mc, MUSTER_ENOTLEADER, TTL_MS + 3000), MUSTER_ENOTLEADER);
+    CHECK_EQ(hha_set_until(&c, &mc, "probe", MUSTER_ENOTLEADER, TTL_MS + 3000), MUSTER_ENOTLEADER);
     const char *why = mc ? muster_last_error(mc) : "";
     CHECK(strstr(why, "no leader") != NULL);
     printf("  with etcd quorum lost: %s\n", why);
