@@ -54,6 +54,7 @@ static const struct opt_row opt_rows[] = {
     {"key-prefix", OT_STR, CFG(key_prefix), "key prefix; 8 digits follow (/OP/; storm: /stormPID/)"},
     {"namespace", OT_STR, CFG(ns), "native namespace (bench-PID)"},
     {"stall", OT_UINT, CFG(stall), "load: extra connections that stop half way through a request (0)"},
+    {"floor", OT_UINT, CFG(floor), "storm against muster-floord (answers at once, canned value): skip the id check (0/1)"},
     {"server-pid", OT_UINT, CFG(server_pid), "read this process's CPU time around the measured window"},
     {"ready-file", OT_STR, CFG(ready_file), "write a line here once every connection is up"},
     {"burst", OT_UINT, CFG(burst), "idle: after holding, every connection sends one request (0/1)"},
@@ -239,29 +240,28 @@ static int lg_queue(struct lg *lg, struct lconn *c, const struct tmpl *t, uint64
     return 0;
 }
 
+/* Pack the handshake's frames once: hello (native), or validate + ping (torch 2.x numbering). */
+static int lg_handshake_tmpls(struct lg *lg)
+{
+    lg->nhs = 0;
+    if (lg->cfg.proto == PROTO_NATIVE)
+        return wire_hello(lg->cfg.ns, &lg->hs[lg->nhs++]);
+    if (tsproto_tmpl_cmd(TS_VALIDATE, 0, NULL, NULL, 0, &lg->hs[lg->nhs++]) < 0)
+        return -1;
+    return tsproto_tmpl_cmd(TS_PING, 0, NULL, NULL, 0, &lg->hs[lg->nhs++]);
+}
+
 /* Queue c's handshake; returns 1 when a reply is expected, 0 when c is ready at once. */
 int lg_handshake(struct lg *lg, struct lconn *c)
 {
-    struct tmpl t = {0};
-    int rc;
     if (lg->cfg.proto == PROTO_TS_OLD || lg->cfg.proto == PROTO_RAW)
         return 0; /* torch 1.13 clients send nothing before their first command */
-    if (lg->cfg.proto == PROTO_NATIVE) {
-        if (wire_hello(lg->cfg.ns, &t) < 0)
+    if (lg->nhs < 0 && lg_handshake_tmpls(lg) < 0)
+        return -1;
+    for (int i = 0; i < lg->nhs; i++)
+        if (lg_queue(lg, c, &lg->hs[i], 0, 0) < 0)
             return -1;
-        rc = lg_queue(lg, c, &t, 0, 0);
-    } else {
-        rc = tsproto_tmpl_cmd(TS_VALIDATE, 0, NULL, NULL, 0, &t);
-        if (rc == 0)
-            rc = lg_queue(lg, c, &t, 0, 0);
-        tmpl_free(&t);
-        if (rc == 0)
-            rc = tsproto_tmpl_cmd(TS_PING, 0, NULL, NULL, 0, &t);
-        if (rc == 0)
-            rc = lg_queue(lg, c, &t, 0, 0);
-    }
-    tmpl_free(&t);
-    return rc < 0 ? -1 : 1;
+    return 1;
 }
 
 /* Queue one request from template t on c and track it; returns 0 or -1. */
@@ -416,9 +416,15 @@ int main(int argc, char **argv)
     sigaction(SIGUSR1, &sa, NULL);
     hist_reset(&lg.hist);
     lg.nonce = (uint32_t)getpid();
-    for (size_t i = 0; i < sizeof mode_rows / sizeof mode_rows[0]; i++)
-        if (!strcmp(lg.cfg.mode, mode_rows[i].name))
-            return mode_rows[i].run(&lg);
+    lg.nhs = -1;
+    for (size_t i = 0; i < sizeof mode_rows / sizeof mode_rows[0]; i++) {
+        if (strcmp(lg.cfg.mode, mode_rows[i].name))
+            continue;
+        int rc = mode_rows[i].run(&lg);
+        for (int k = 0; k < lg.nhs; k++)
+            tmpl_free(&lg.hs[k]);
+        return rc;
+    }
     loadgen_usage(stderr);
     return 2;
 }

@@ -54,6 +54,7 @@ struct lg_cfg {
     const char *key_prefix;
     const char *ns;
     unsigned stall;
+    unsigned floor;          /* storm: the server is muster-floord (answers at once, canned values) */
     unsigned server_pid;
     const char *ready_file;
     unsigned burst;
@@ -85,6 +86,8 @@ struct lg {
     double self_cpu0;
     double self_cpu;
     uint32_t nonce;           /* TCPStore ping nonce */
+    struct tmpl hs[2];        /* the handshake's frames, packed once (lg_handshake) */
+    int nhs;                  /* how many of hs are in use; -1 before the first handshake */
 };
 
 /* Name of an op, for output. */

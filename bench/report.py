@@ -144,6 +144,13 @@ def targets(recs):
     r = ratio(c16, c10)
     t.append(("storm: musterd 16k server CPU / TCPStore 10k server CPU (robust to other load on the machine)",
               "(≤ 0.1× in time)", r and "%.3f× (%s vs %s CPU-s)" % (r, fmt(c16, 2), fmt(c10, 2)), None))
+    f16 = med(pick(recs, section="storm", server="floord", conns=16000), "total_s")
+    r = ratio(f16, ts10)
+    t.append(("physical limit: floor server 16k time (same exchanges, answered at once) / TCPStore 10k time",
+              "(bounds the 0.1× target)", r and "%.3f× (%s s vs %s s)" % (r, fmt(f16, 3), fmt(ts10, 2)), None))
+    r = ratio(m16, f16)
+    t.append(("storm 16k: musterd vs the floor server", "(how close)",
+              r and "%.2f× (%s s vs %s s)" % (r, fmt(m16, 3), fmt(f16, 3)), None))
     fit = storm_fit(recs)
     p = fit and fit["projected_100k_s"]
     t.append(("storm: projected 100k ranks from the 1k..16k slope", "≤ 10 s", p and "%s s" % fmt(p, 2), p is not None and p <= 10))
@@ -208,7 +215,7 @@ def md_storm(recs):
     """Storm table: median (min–max) seconds to the last rank holding the id."""
     rows = []
     for srv, op in (("musterd", "barrier"), ("musterd", "join"), ("musterd-tcpstore", "add+wait+get"),
-                    ("tcpstore", "add+wait+get")):
+                    ("tcpstore", "add+wait+get"), ("floord", "barrier")):
         rs = pick(recs, section="storm", server=srv, op=op)
         for n in sorted({r["conns"] for r in rs}):
             x = pick(rs, conns=n)
@@ -292,7 +299,7 @@ def plot(recs, path):
             ys = [med(pick(rs, conns=c), metric) for c in cs]
             a.plot(cs, [y if y is not None else float("nan") for y in ys], marker="o", label=LABEL[srv])
     for srv, op in (("musterd", "barrier"), ("musterd", "join"), ("musterd-tcpstore", "add+wait+get"),
-                    ("tcpstore", "add+wait+get")):
+                    ("tcpstore", "add+wait+get"), ("floord", "barrier")):
         rs = pick(recs, section="storm", server=srv, op=op)
         ns = sorted({r["conns"] for r in rs})
         if ns:

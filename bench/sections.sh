@@ -119,7 +119,8 @@ section_capacity() {
 STORM_JOIN_MAX=${STORM_JOIN_MAX:-1000000}
 
 # Rendezvous storm: N simulated ranks from one process connect at once, pass a barrier and
-# fetch a 128-byte id; native barrier and join, the TCPStore listener, TCPStore itself.
+# fetch a 128-byte id; native barrier and join, the TCPStore listener, TCPStore itself, and
+# (from 10k ranks) the floor server.
 section_storm() {
     local n rep srv reps
     for n in $STORM_NS; do
@@ -144,6 +145,14 @@ section_storm() {
                 settle
             fi
         done
+        # The floor server answers every step at once (no barrier logic, canned values): the
+        # same exchanges through the same kernel, the least any server can take.
+        if [ "$n" -ge 10000 ]; then
+            rec storm "$(tags server floord op barrier conns "$n" rep 1)" 90 \
+                taskset -c 1 "$LG" --port "$FPORT" --floor 1 --mode storm --op barrier --conns "$n" \
+                --sources "$SOURCES" --timeout 60 --server-pid "$FPID"
+            settle
+        fi
         # TCPStore's own server takes seconds per storm: fewer repetitions.
         reps=$((STORM_REPS > 1 ? 2 : 1))
         for rep in $(seq $reps); do
