@@ -83,20 +83,26 @@ int raw_send_request(int fd, Muster__Request *r)
     return raw_send_frame(fd, &f);
 }
 
-/* Send Hello and read the answer: 0 on HelloReply, else the error status, or -1 on timeout/close. */
-int raw_hello(int fd, const char *ns, const char *token)
+/* Send Hello without reading the answer; 0, or -1 when the peer is gone. */
+int raw_send_hello(int fd, const char *ns, const char *token)
 {
     Muster__ClientFrame f = MUSTER__CLIENT_FRAME__INIT;
     Muster__Hello h = MUSTER__HELLO__INIT;
-    Muster__ServerFrame *sf;
-    int rc = -1;
     h.protocol_version = 1;
     h.namespace_ = (char *)(ns ? ns : "");
     h.token = (char *)(token ? token : "");
     h.client_name = (char *)"raw-test";
     f.frame_case = MUSTER__CLIENT_FRAME__FRAME_HELLO;
     f.hello = &h;
-    if (raw_send_frame(fd, &f) < 0)
+    return raw_send_frame(fd, &f);
+}
+
+/* Send Hello and read the answer: 0 on HelloReply, else the error status, or -1 on timeout/close. */
+int raw_hello(int fd, const char *ns, const char *token)
+{
+    Muster__ServerFrame *sf;
+    int rc = -1;
+    if (raw_send_hello(fd, ns, token) < 0)
         return -1;
     sf = raw_recv(fd, 5000, NULL);
     if (sf && sf->frame_case == MUSTER__SERVER_FRAME__FRAME_HELLO_REPLY)

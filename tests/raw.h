@@ -25,6 +25,8 @@ int raw_send(int fd, const void *buf, size_t n);
 int raw_send_frame(int fd, const Muster__ClientFrame *f);
 /* Wrap a Request in a ClientFrame and send it. */
 int raw_send_request(int fd, Muster__Request *r);
+/* Send Hello without reading the answer; 0, or -1 when the peer is gone. */
+int raw_send_hello(int fd, const char *ns, const char *token);
 /* Send Hello and read the answer: 0 on HelloReply, else the error status, or -1 on timeout/close. */
 int raw_hello(int fd, const char *ns, const char *token);
 /* Connect and complete a hello in namespace ns; returns the fd or -1. */

@@ -1,8 +1,10 @@
 /*
  * Integration tests of namespaces and tokens: namespaces do not see each
  * other's keys; a namespace with a token refuses a wrong or missing one
- * with MUSTER_EAUTH at once (no retries), and accepts the right one.
+ * with MUSTER_EAUTH at once (no retries), and accepts the right one.  Requests
+ * pipelined behind a Hello run only when the hello is accepted.
  */
+#include <string.h>
 #include <unistd.h>
 
 #include "hclient.h"
@@ -84,6 +86,51 @@ static void t_wrong_token_raw(const struct h_daemon *d)
     close(fd);
 }
 
+/* Requests sent behind the Hello, before its reply, are served in order once it is accepted. */
+static void t_pipelined_hello(const struct h_daemon *d)
+{
+    int fd = raw_connect(d->port);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    CHECK_EQ(raw_send_hello(fd, "locked", "s3cret"), 0);
+    CHECK_EQ(raw_set(fd, 1, "piped", "yes", 3), 0);
+    CHECK_EQ(raw_get(fd, 2, "piped", 0, 0), 0);
+    Muster__ServerFrame *f = raw_recv(fd, 5000, NULL);
+    CHECK(f && f->frame_case == MUSTER__SERVER_FRAME__FRAME_HELLO_REPLY);
+    raw_free(f);
+    uint64_t id = 0;
+    CHECK_EQ(raw_status(fd, 5000, &id), MUSTER_OK);
+    CHECK_EQ(id, 1);
+    f = raw_response(fd, 5000);
+    CHECK(f && f->response->id == 2 && f->response->result_case == MUSTER__RESPONSE__RESULT_GET &&
+          f->response->get->value.len == 3 && memcmp(f->response->get->value.data, "yes", 3) == 0);
+    raw_free(f);
+    close(fd);
+}
+
+/* A refused Hello takes the requests pipelined behind it down with it: none of them runs. */
+static void t_pipelined_refused(const struct h_daemon *d)
+{
+    int fd = raw_connect(d->port);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    CHECK_EQ(raw_send_hello(fd, "locked", "wrong"), 0);
+    CHECK_EQ(raw_set(fd, 1, "smuggled", "x", 1), 0);
+    Muster__ServerFrame *f = raw_recv(fd, 5000, NULL);
+    CHECK(f && ((f->frame_case == MUSTER__SERVER_FRAME__FRAME_ERROR && f->error->status == MUSTER__STATUS__UNAUTHENTICATED) ||
+                (f->frame_case == MUSTER__SERVER_FRAME__FRAME_RESPONSE && f->response->status == MUSTER__STATUS__UNAUTHENTICATED)));
+    raw_free(f);
+    int st = raw_status(fd, 1000, NULL);
+    CHECK(st == -1 || st == MUSTER_EAUTH);
+    close(fd);
+    muster_t *m = hc_connect(d, "locked", "s3cret");
+    if (m)
+        HC_EXPECT(m, "smuggled", NULL);
+    muster_close(m);
+}
+
 /* Run the namespace and token tests against one daemon. */
 int main(void)
 {
@@ -96,6 +143,8 @@ int main(void)
     H_RUN(t_wrong_token, &d);
     H_RUN(t_right_token, &d);
     H_RUN(t_wrong_token_raw, &d);
+    H_RUN(t_pipelined_hello, &d);
+    H_RUN(t_pipelined_refused, &d);
     CHECK_EQ(h_stop(&d), 0);
     return h_finish();
 }
