@@ -88,7 +88,7 @@ static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t 
     if (!conn_live(c))
         return -1;
     /* With --data-dir, a frame waits while logged state is not durable yet. */
-    struct evbuffer *out = persist_output(c->srv, &c->hold, c->bev);
+    struct evbuffer *out = persist_output(c->srv, &c->io.hold, c->io.bev);
     struct evbuffer_iovec v;
     if (body > UINT32_MAX || evbuffer_reserve_space(out, FRAME_HDR + body, &v, 1) != 1) {
         conn_close(c, "cannot buffer output");
@@ -98,14 +98,14 @@ static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t 
     protobuf_c_message_pack(&f->base, (uint8_t *)v.iov_base + FRAME_HDR);
     v.iov_len = FRAME_HDR + body;
     evbuffer_commit_space(out, &v, 1);
-    conn_io_kick(c);
+    conn_io_kick(&c->io);
     stats_inc(&c->srv->stats, STAT_FRAMES_OUT);
     stats_add(&c->srv->stats, STAT_BYTES_OUT, FRAME_HDR + body);
     if (!c->paused && evbuffer_get_length(out) > c->srv->opt.max_output) {
         /* Backpressure: a client that does not read its replies stops being read. */
         c->paused = 1;
         c->paused_ms = conn_now_ms();
-        conn_io_reading(c, 0);
+        conn_io_reading(&c->io, 0);
         stats_inc(&c->srv->stats, STAT_OUTPUT_PAUSED);
         conn_arm(c);
     }
@@ -173,8 +173,8 @@ void conn_finish(struct conn *c)
     if (!conn_live(c))
         return;
     conn_set_state(c, CONN_FLUSHING);
-    conn_io_reading(c, 1); /* input is discarded from now on */
-    conn_io_finish(c);
+    conn_io_reading(&c->io, 1); /* input is discarded from now on */
+    conn_io_finish(&c->io);
     conn_arm(c);
 }
 
@@ -205,7 +205,7 @@ void conn_close(struct conn *c, const char *why)
     if (log_enabled(LOG_DEBUG))
         log_msg(LOG_DEBUG, "conn %llu %s: closed: %s", (unsigned long long)c->session_id, conn_peer(c), why);
     conn_set_state(c, CONN_DEAD);
-    conn_io_stop(c);
+    conn_io_stop(&c->io);
     event_active(c->timer, EV_TIMEOUT, 0);
 }
 
@@ -228,7 +228,7 @@ static void conn_free(struct conn *c)
 {
     struct server *srv = c->srv;
     conn_cancel_pending(c);
-    persist_hold_drop(srv, &c->hold);
+    persist_hold_drop(srv, &c->io.hold);
     rdzv_conn_closed(c); /* the rendezvous hook: a member's connection is its session */
     watch_conn_closed(c);
     if (c->ns)
@@ -246,7 +246,7 @@ static void conn_free(struct conn *c)
         srv->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    conn_io_free(c);
+    conn_io_free(&c->io);
     event_free(c->timer);
     free(c);
     server_conn_gone(srv);
@@ -342,7 +342,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     } else if (c->state == CONN_HELLO) {
         stats_inc(&srv->stats, STAT_HELLO_TIMEOUT);
         conn_fail(c, MUSTER__STATUS__TIMEOUT, "no hello within %llu ms", (unsigned long long)srv->opt.hello_timeout);
-    } else if (c->pending || c->rdzv || evbuffer_get_length(c->out)) {
+    } else if (c->pending || c->rdzv || evbuffer_get_length(c->io.out)) {
         /* Silent but waiting on the server, or still taking output: not idle. */
         c->last_rx_ms = conn_now_ms();
         conn_arm(c);
@@ -451,7 +451,7 @@ static int conn_check_len(struct conn *c, uint32_t len)
 /* Handle every complete frame in the input buffer (a batch at a time), then wait for the next one. */
 static void conn_process(struct conn *c)
 {
-    struct evbuffer *in = c->in;
+    struct evbuffer *in = c->io.in;
     size_t want = FRAME_HDR;
     for (int n = 0;; n++) {
         if (!conn_live(c) || c->paused)
@@ -461,8 +461,8 @@ static void conn_process(struct conn *c)
             break;
         if (n == CONN_BATCH) {
             /* Fairness: let other connections run, come back on a later turn. */
-            conn_io_want(c, FRAME_HDR);
-            conn_io_again(c);
+            conn_io_want(&c->io, FRAME_HDR);
+            conn_io_again(&c->io);
             return;
         }
         uint8_t hdr[FRAME_HDR];
@@ -482,7 +482,7 @@ static void conn_process(struct conn *c)
         conn_frame(c, p + FRAME_HDR, len);
         evbuffer_drain(in, FRAME_HDR + len);
     }
-    conn_io_want(c, want);
+    conn_io_want(&c->io, want);
 }
 
 /* Handle the whole frames at the start of buf (n bytes, read with nothing buffered before them)
@@ -500,7 +500,7 @@ static void conn_process_direct(struct conn *c, const uint8_t *buf, size_t n)
         conn_frame(c, buf + off + FRAME_HDR, len);
         off += FRAME_HDR + (size_t)len;
     }
-    if (off < n && evbuffer_add(c->in, buf + off, n - off) != 0) {
+    if (off < n && evbuffer_add(c->io.in, buf + off, n - off) != 0) {
         conn_close(c, "out of memory");
         return;
     }
@@ -508,22 +508,29 @@ static void conn_process_direct(struct conn *c, const uint8_t *buf, size_t n)
         conn_process(c); /* no whole frame is left: this sets the next want */
         return;
     }
-    conn_io_want(c, FRAME_HDR);
-    conn_io_again(c);
+    conn_io_want(&c->io, FRAME_HDR);
+    conn_io_again(&c->io);
+}
+
+/* The connection whose I/O io is. */
+static struct conn *conn_of(struct conn_io *io)
+{
+    return (struct conn *)((char *)io - offsetof(struct conn, io));
 }
 
 /* Handle input (buf, n bytes just read, or NULL: what the input buffer holds). */
-void conn_input(struct conn *c, const uint8_t *buf, size_t n)
+static void conn_input(struct conn_io *io, const uint8_t *buf, size_t n)
 {
+    struct conn *c = conn_of(io);
     if (!conn_live(c)) {
-        evbuffer_drain(c->in, evbuffer_get_length(c->in)); /* closing: input is discarded */
+        evbuffer_drain(io->in, evbuffer_get_length(io->in)); /* closing: input is discarded */
         return;
     }
-    if (buf && evbuffer_get_length(c->in) == 0) {
+    if (buf && evbuffer_get_length(io->in) == 0) {
         conn_process_direct(c, buf, n);
         return;
     }
-    if (buf && evbuffer_add(c->in, buf, n) != 0) {
+    if (buf && evbuffer_add(io->in, buf, n) != 0) {
         conn_close(c, "out of memory");
         return;
     }
@@ -531,23 +538,36 @@ void conn_input(struct conn *c, const uint8_t *buf, size_t n)
 }
 
 /* Output was written out (or nothing was queued): finish a close, or resume a paused reader. */
-void conn_output_written(struct conn *c)
+static void conn_written(struct conn_io *io)
 {
-    size_t left = evbuffer_get_length(c->out);
-    if (c->state == CONN_FLUSHING && left == 0 && !persist_holding(&c->hold)) {
+    struct conn *c = conn_of(io);
+    size_t left = evbuffer_get_length(io->out);
+    if (c->state == CONN_FLUSHING && left == 0 && !persist_holding(&io->hold)) {
         /* Shut our side and read until the peer's EOF, so unread input does
          * not turn the close into a reset that could eat the last frame. */
-        conn_io_shutdown(c);
+        conn_io_shutdown(io);
         conn_set_state(c, CONN_LINGER);
-        conn_io_want(c, 1);
+        conn_io_want(io, 1);
         conn_arm(c);
     } else if (c->paused && left <= c->srv->opt.max_output / 2) {
         c->paused = 0;
-        conn_io_reading(c, 1);
+        conn_io_reading(io, 1);
         conn_arm(c);
-        conn_io_again(c);
+        conn_io_again(io);
     }
 }
+
+/* The peer closed or the socket failed: close (a TLS failure is counted and logged first). */
+static void conn_closed(struct conn_io *io, int error, const char *why)
+{
+    struct conn *c = conn_of(io);
+    if (error && io->bev)
+        tls_note_error(c->srv, io->bev, conn_peer(c));
+    conn_close(c, why);
+}
+
+/* What the shared I/O calls back into. */
+static const struct conn_io_ops conn_ops = {conn_input, conn_written, conn_closed};
 
 /* Format a peer address as text ("1.2.3.4:5" or "[::1]:5"). */
 static void conn_peer_name(const struct sockaddr *sa, char *buf, size_t n)
@@ -586,13 +606,13 @@ static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *
         return NULL;
     }
     c->srv = srv;
-    c->want = FRAME_HDR;
-    if (conn_io_open(c, fd, tls) != 0) {
+    c->io.want = FRAME_HDR;
+    if (conn_io_open(&c->io, srv, fd, tls, &conn_ops) != 0) {
         free(c);
         return NULL;
     }
     if (!(c->timer = evtimer_new(srv->base, conn_timer_cb, c))) {
-        conn_io_free(c);
+        conn_io_free(&c->io);
         free(c);
         return NULL;
     }
@@ -635,7 +655,7 @@ static void conn_accept_as(struct server *srv, int fd, const struct sockaddr *sa
     stats_inc(&srv->stats, STAT_CONN_CURRENT);
     if (log_enabled(LOG_DEBUG))
         log_msg(LOG_DEBUG, "conn %llu %s: accepted", (unsigned long long)c->session_id, conn_peer(c));
-    conn_io_start(c);
+    conn_io_start(&c->io);
     conn_arm(c);
 }
 

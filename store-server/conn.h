@@ -8,14 +8,12 @@
 #include <sys/socket.h>
 #include <uthash.h>
 
+#include "conn_io.h"
 #include "frame.h"
-#include "persist.h"
 
 struct server;
 struct ns;
-struct bufferevent;
 struct event;
-struct evbuffer;
 
 enum conn_state {
     CONN_HELLO,    /* waiting for Hello: pre-hello limits apply */
@@ -34,13 +32,8 @@ struct conn_pending {
 };
 
 struct conn {
+    struct conn_io io; /* socket, buffers, events and held replies (conn_io.c) */
     struct server *srv;
-    struct bufferevent *bev;   /* TLS connections only (conn_io.c) */
-    struct event *rev, *wev;   /* plain connections: persistent read; write while output is left */
-    struct evbuffer *in, *out; /* input not yet handled, output not yet written (a bufferevent's own with TLS) */
-    int fd;                    /* plain connections' socket */
-    int busy;                  /* inside its read callback: replies are written once at its end */
-    int writing;               /* wev is added */
     struct ns *ns; /* set by a successful hello */
     struct conn *prev, *next;
     struct conn_pending *pending;
@@ -49,11 +42,9 @@ struct conn {
     int admitted;   /* counted in srv->nconns */
     int paused;     /* reading stopped because output is above --max-output */
     size_t nwatches;
-    size_t want;    /* bytes the input must hold before the next read callback */
     uint64_t session_id;
     uint64_t born_ms, last_rx_ms, paused_ms, state_ms;
     void *rdzv;     /* rendezvous membership, owned by rdzv.c */
-    struct persist_hold hold; /* replies waiting for the log to be durable (persist.c) */
     struct sockaddr_in6 addr; /* the peer's address (an AF_INET one fits too) */
     char peer[64];  /* the same as text, formatted on first use: read it through conn_peer() */
     char name[64];

@@ -1,17 +1,19 @@
 /*
- * Connection I/O.  Plain TCP connections skip bufferevent: a persistent
- * read event does one recv of up to CONN_IO_CHUNK bytes per wakeup into a
- * stack buffer, whole frames are handled straight from it (only a partial
- * frame is copied into the input buffer), every reply is packed into the
- * output buffer, and the output goes out in one writev at the end of the
- * callback.  The write event is added only while bytes remain after that
- * write, so a request/reply costs no epoll_ctl and no FIONREAD.  Output
- * queued from elsewhere (a woken waiter, a released barrier, durable log)
- * activates the write event by hand, which batches a loop turn's replies
- * into one write per connection.
+ * Connection I/O, shared by both front ends (native connections in conn.c,
+ * TCPStore connections in tcpstore.c), which embed a struct conn_io and
+ * pass in their callbacks.  Plain TCP connections skip bufferevent: a
+ * persistent read event does one recv of up to CONN_IO_CHUNK bytes per
+ * wakeup into a stack buffer, whole requests are handled straight from it
+ * (only a partial one is copied into the input buffer), every reply is
+ * appended to the output buffer, and the output goes out in one writev at
+ * the end of the callback.  The write event is added only while bytes
+ * remain after that write, so a request/reply costs no epoll_ctl and no
+ * FIONREAD.  Output queued from elsewhere (a woken waiter, a released
+ * barrier, durable log) activates the write event by hand, which batches a
+ * loop turn's replies into one write per connection.
  *
- * TLS connections keep bufferevent_openssl, whose read and write callbacks
- * land in the same conn.c entry points.
+ * TLS connections (native only) keep bufferevent_openssl, whose read and
+ * write callbacks land in the same owner callbacks.
  */
 #include "conn_io.h"
 
@@ -24,7 +26,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "conn.h"
 #include "persist.h"
 #include "server.h"
 #include "tls.h"
@@ -35,46 +36,46 @@
 #define CONN_IO_READ_AHEAD (256 * 1024)
 
 /* Write what the output holds, then keep the write event added exactly while bytes remain. */
-static void conn_io_flush(struct conn *c)
+static void conn_io_flush(struct conn_io *io)
 {
-    if (c->state == CONN_DEAD)
+    if (io->dead)
         return;
-    if (evbuffer_get_length(c->out) > 0 && evbuffer_write(c->out, c->fd) < 0 && errno != EAGAIN &&
+    if (evbuffer_get_length(io->out) > 0 && evbuffer_write(io->out, io->fd) < 0 && errno != EAGAIN &&
         errno != EWOULDBLOCK && errno != EINTR) {
-        conn_close(c, strerror(errno));
+        io->ops->closed(io, 1, strerror(errno));
         return;
     }
-    int left = evbuffer_get_length(c->out) > 0;
-    if (left && !c->writing)
-        event_add(c->wev, NULL);
-    else if (!left && c->writing)
-        event_del(c->wev);
-    c->writing = left;
-    conn_output_written(c);
+    int left = evbuffer_get_length(io->out) > 0;
+    if (left && !io->writing)
+        event_add(io->wev, NULL);
+    else if (!left && io->writing)
+        event_del(io->wev);
+    io->writing = left;
+    io->ops->written(io);
 }
 
-/* Read event of a plain connection: one recv, handle the frames, write the replies, then act on EOF. */
+/* Read event of a plain connection: one recv, handle the input, write the replies, then act on EOF. */
 static void conn_io_read_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
-    struct conn *c = arg;
+    struct conn_io *io = arg;
     uint8_t buf[CONN_IO_CHUNK];
     ssize_t n = -1;
-    if (c->state == CONN_DEAD)
+    if (io->dead)
         return;
-    if (evbuffer_get_length(c->in) < c->want + CONN_IO_READ_AHEAD) {
+    if (!conn_io_full(io)) {
         n = recv(fd, buf, sizeof buf, 0);
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            conn_close(c, strerror(errno));
+            io->ops->closed(io, 1, strerror(errno));
             return;
         }
     }
-    c->busy = 1;
-    conn_input(c, n > 0 ? buf : NULL, n > 0 ? (size_t)n : 0);
-    c->busy = 0;
-    conn_io_flush(c);
-    if (n == 0)
-        conn_close(c, "peer closed");
+    io->busy = 1;
+    io->ops->input(io, n > 0 ? buf : NULL, n > 0 ? (size_t)n : 0);
+    io->busy = 0;
+    conn_io_flush(io);
+    if (n == 0 && !io->dead)
+        io->ops->closed(io, 0, "peer closed");
 }
 
 /* Write event of a plain connection: the socket took more, or output was queued from elsewhere. */
@@ -88,171 +89,170 @@ static void conn_io_write_cb(evutil_socket_t fd, short what, void *arg)
 /* Held output became durable and was appended to the output buffer: send it. */
 static void conn_io_hold_kick(struct persist_hold *h)
 {
-    conn_io_kick((struct conn *)((char *)h - offsetof(struct conn, hold)));
+    conn_io_kick((struct conn_io *)((char *)h - offsetof(struct conn_io, hold)));
 }
 
 /* bufferevent read callback (TLS): the input buffer holds new bytes. */
 static void conn_io_bev_read_cb(struct bufferevent *bev, void *arg)
 {
     (void)bev;
-    conn_input(arg, NULL, 0);
+    struct conn_io *io = arg;
+    io->ops->input(io, NULL, 0);
 }
 
 /* bufferevent write callback (TLS): output drained below the low watermark. */
 static void conn_io_bev_write_cb(struct bufferevent *bev, void *arg)
 {
     (void)bev;
-    conn_output_written(arg);
+    struct conn_io *io = arg;
+    io->ops->written(io);
 }
 
 /* bufferevent event callback (TLS): EOF or a socket or TLS error. */
 static void conn_io_bev_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-    struct conn *c = arg;
+    (void)bev;
+    struct conn_io *io = arg;
     if (what & BEV_EVENT_ERROR)
-        tls_note_error(c->srv, bev, conn_peer(c));
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-        conn_close(c, (what & BEV_EVENT_EOF) ? "peer closed" : strerror(EVUTIL_SOCKET_ERROR()));
+        io->ops->closed(io, 1, strerror(EVUTIL_SOCKET_ERROR()));
+    else if (what & BEV_EVENT_EOF)
+        io->ops->closed(io, 0, "peer closed");
 }
 
 /* Set up a TLS connection's bufferevent; 0 or -1 (fd closed). */
-static int conn_io_open_tls(struct conn *c, int fd)
+static int conn_io_open_tls(struct conn_io *io, struct server *srv, int fd)
 {
-    if (!(c->bev = tls_bufferevent(c->srv, fd)))
+    if (!(io->bev = tls_bufferevent(srv, fd)))
         return -1;
-    c->fd = -1;
-    c->in = bufferevent_get_input(c->bev);
-    c->out = bufferevent_get_output(c->bev);
-    bufferevent_setcb(c->bev, conn_io_bev_read_cb, conn_io_bev_write_cb, conn_io_bev_event_cb, c);
-    bufferevent_setwatermark(c->bev, EV_WRITE, c->srv->opt.max_output / 2, 0);
-    bufferevent_setwatermark(c->bev, EV_READ, c->want, c->want + CONN_IO_READ_AHEAD);
+    io->fd = -1;
+    io->in = bufferevent_get_input(io->bev);
+    io->out = bufferevent_get_output(io->bev);
+    bufferevent_setcb(io->bev, conn_io_bev_read_cb, conn_io_bev_write_cb, conn_io_bev_event_cb, io);
+    bufferevent_setwatermark(io->bev, EV_WRITE, srv->opt.max_output / 2, 0);
+    bufferevent_setwatermark(io->bev, EV_READ, io->want, io->want + CONN_IO_READ_AHEAD);
     return 0;
 }
 
-/* Set up c's I/O around fd (tls: through OpenSSL); 0, or -1 with fd closed and nothing left to free. */
-int conn_io_open(struct conn *c, int fd, int tls)
+/* Set up io around fd (tls: through OpenSSL) with the owner's ops; 0, or -1 with fd closed and nothing to free. */
+int conn_io_open(struct conn_io *io, struct server *srv, int fd, int tls, const struct conn_io_ops *ops)
 {
+    io->ops = ops;
     if (tls)
-        return conn_io_open_tls(c, fd);
-    struct event_base *base = c->srv->base;
-    c->fd = fd;
-    c->in = evbuffer_new();
-    c->out = evbuffer_new();
-    c->rev = event_new(base, fd, EV_READ | EV_PERSIST, conn_io_read_cb, c);
-    c->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, conn_io_write_cb, c);
-    c->hold.out = c->out;
-    c->hold.kick = conn_io_hold_kick;
-    if (c->in && c->out && c->rev && c->wev)
+        return conn_io_open_tls(io, srv, fd);
+    io->fd = fd;
+    io->in = evbuffer_new();
+    io->out = evbuffer_new();
+    io->rev = event_new(srv->base, fd, EV_READ | EV_PERSIST, conn_io_read_cb, io);
+    io->wev = event_new(srv->base, fd, EV_WRITE | EV_PERSIST, conn_io_write_cb, io);
+    io->hold.out = io->out;
+    io->hold.kick = conn_io_hold_kick;
+    io->hold.fd = fd;
+    if (io->in && io->out && io->rev && io->wev)
         return 0;
-    conn_io_free(c);
+    conn_io_free(io);
     return -1;
 }
 
-/* Release c's I/O and close its socket. */
-void conn_io_free(struct conn *c)
+/* Release io and close its socket. */
+void conn_io_free(struct conn_io *io)
 {
-    if (c->bev) {
-        bufferevent_free(c->bev);
+    if (io->bev) {
+        bufferevent_free(io->bev);
         return;
     }
-    if (c->rev)
-        event_free(c->rev);
-    if (c->wev)
-        event_free(c->wev);
-    if (c->in)
-        evbuffer_free(c->in);
-    if (c->out)
-        evbuffer_free(c->out);
-    close(c->fd);
+    if (io->rev)
+        event_free(io->rev);
+    if (io->wev)
+        event_free(io->wev);
+    if (io->in)
+        evbuffer_free(io->in);
+    if (io->out)
+        evbuffer_free(io->out);
+    close(io->fd);
 }
 
 /* Start reading and writing (after accept). */
-void conn_io_start(struct conn *c)
+void conn_io_start(struct conn_io *io)
 {
-    if (c->bev)
-        bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    if (io->bev)
+        bufferevent_enable(io->bev, EV_READ | EV_WRITE);
     else
-        event_add(c->rev, NULL);
+        event_add(io->rev, NULL);
 }
 
-/* Stop every callback of c for good (it is being closed). */
-void conn_io_stop(struct conn *c)
+/* Stop every callback of io for good (its connection is being closed). */
+void conn_io_stop(struct conn_io *io)
 {
-    if (c->bev) {
-        bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    io->dead = 1;
+    if (io->bev) {
+        bufferevent_disable(io->bev, EV_READ | EV_WRITE);
         return;
     }
-    event_del(c->rev);
-    event_del(c->wev);
-    c->writing = 0;
-}
-
-/* The buffer replies are packed into. */
-struct evbuffer *conn_io_out(struct conn *c)
-{
-    return c->out;
-}
-
-/* The buffer of input received but not yet handled. */
-struct evbuffer *conn_io_in(struct conn *c)
-{
-    return c->in;
+    event_del(io->rev);
+    event_del(io->wev);
+    io->writing = 0;
 }
 
 /* Turn reading from the socket on or off (backpressure). */
-void conn_io_reading(struct conn *c, int on)
+void conn_io_reading(struct conn_io *io, int on)
 {
-    if (c->bev)
-        on ? bufferevent_enable(c->bev, EV_READ) : bufferevent_disable(c->bev, EV_READ);
+    if (io->bev)
+        on ? bufferevent_enable(io->bev, EV_READ) : bufferevent_disable(io->bev, EV_READ);
     else if (on)
-        event_add(c->rev, NULL);
+        event_add(io->rev, NULL);
     else
-        event_del(c->rev);
+        event_del(io->rev);
 }
 
-/* Output was queued outside c's own input handling: write it on this loop turn. */
-void conn_io_kick(struct conn *c)
+/* Output was queued: write it at the end of the read callback, or on this loop turn when outside it. */
+void conn_io_kick(struct conn_io *io)
 {
     /* A bufferevent schedules its own write; inside the read callback the write comes at its end. */
-    if (c->bev || c->busy || c->state == CONN_DEAD)
+    if (io->bev || io->busy || io->dead)
         return;
-    event_active(c->wev, EV_WRITE, 0);
+    event_active(io->wev, EV_WRITE, 0);
 }
 
 /* Input holds frames left over after a batch: handle them on a later turn. */
-void conn_io_again(struct conn *c)
+void conn_io_again(struct conn_io *io)
 {
-    if (c->bev)
-        bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+    if (io->bev)
+        bufferevent_trigger(io->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
     else
-        event_active(c->rev, EV_READ, 0);
+        event_active(io->rev, EV_READ, 0);
 }
 
 /* The input must hold want bytes before the next frame can be handled. */
-void conn_io_want(struct conn *c, size_t want)
+void conn_io_want(struct conn_io *io, size_t want)
 {
-    if (c->want == want)
+    if (io->want == want)
         return;
-    c->want = want;
+    io->want = want;
     /* A bufferevent calls back only past the low watermark and stops reading at the high one. */
-    if (c->bev)
-        bufferevent_setwatermark(c->bev, EV_READ, want, want + CONN_IO_READ_AHEAD);
+    if (io->bev)
+        bufferevent_setwatermark(io->bev, EV_READ, want, want + CONN_IO_READ_AHEAD);
+}
+
+/* Whether the input holds as much as is read ahead of the frame being waited for (reading then waits). */
+int conn_io_full(const struct conn_io *io)
+{
+    return evbuffer_get_length(io->in) >= io->want + CONN_IO_READ_AHEAD;
 }
 
 /* The connection is closing once its output is out: decide on a later turn (the output may be empty). */
-void conn_io_finish(struct conn *c)
+void conn_io_finish(struct conn_io *io)
 {
-    if (!c->bev) {
-        event_active(c->wev, EV_WRITE, 0);
+    if (!io->bev) {
+        event_active(io->wev, EV_WRITE, 0);
         return;
     }
-    bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
-    if (evbuffer_get_length(c->out) == 0 && !persist_holding(&c->hold))
-        bufferevent_trigger(c->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    bufferevent_setwatermark(io->bev, EV_WRITE, 0, 0);
+    if (evbuffer_get_length(io->out) == 0 && !persist_holding(&io->hold))
+        bufferevent_trigger(io->bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
 }
 
 /* Shut the write side of the socket. */
-void conn_io_shutdown(struct conn *c)
+void conn_io_shutdown(struct conn_io *io)
 {
-    shutdown(c->bev ? bufferevent_getfd(c->bev) : c->fd, SHUT_WR);
+    shutdown(io->bev ? bufferevent_getfd(io->bev) : io->fd, SHUT_WR);
 }

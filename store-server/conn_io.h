@@ -1,41 +1,63 @@
-/* Connection I/O: plain sockets on bare events, TLS on bufferevent_openssl, behind one small interface. */
+/* Connection I/O for both front ends: plain sockets on bare events, TLS on bufferevent_openssl (native only). */
 #ifndef MUSTERD_CONN_IO_H
 #define MUSTERD_CONN_IO_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-struct conn;
+#include "persist.h"
+
+struct server;
+struct conn_io;
+struct bufferevent;
+struct event;
 struct evbuffer;
 
-/* Set up c's I/O around fd (tls: through OpenSSL); 0, or -1 with fd closed and nothing left to free. */
-int conn_io_open(struct conn *c, int fd, int tls);
-/* Release c's I/O and close its socket. */
-void conn_io_free(struct conn *c);
-/* Start reading and writing (after accept). */
-void conn_io_start(struct conn *c);
-/* Stop every callback of c for good (it is being closed). */
-void conn_io_stop(struct conn *c);
-/* The buffer replies are packed into. */
-struct evbuffer *conn_io_out(struct conn *c);
-/* The buffer of input received but not yet handled. */
-struct evbuffer *conn_io_in(struct conn *c);
-/* Turn reading from the socket on or off (backpressure). */
-void conn_io_reading(struct conn *c, int on);
-/* Output was queued outside c's own input handling: write it on this loop turn. */
-void conn_io_kick(struct conn *c);
-/* Input holds frames left over after a batch: handle them on a later turn. */
-void conn_io_again(struct conn *c);
-/* The input must hold want bytes before the next frame can be handled. */
-void conn_io_want(struct conn *c, size_t want);
-/* The connection is closing once its output is out: decide on a later turn (the output may be empty). */
-void conn_io_finish(struct conn *c);
-/* Shut the write side of the socket. */
-void conn_io_shutdown(struct conn *c);
+/* What the owner of a connection's I/O (conn.c, tcpstore.c) is told. */
+struct conn_io_ops {
+    /* Handle input: buf, n bytes just read with the input buffer left to the owner, or NULL: what it holds. */
+    void (*input)(struct conn_io *io, const uint8_t *buf, size_t n);
+    /* Output was written out (or nothing was queued): act on the new level. */
+    void (*written)(struct conn_io *io);
+    /* The peer closed (error 0) or the socket failed (error 1), as why says. */
+    void (*closed)(struct conn_io *io, int error, const char *why);
+};
 
-/* Provided by conn.c: handle input (buf, n bytes just read, or NULL: what the input buffer holds). */
-void conn_input(struct conn *c, const uint8_t *buf, size_t n);
-/* Provided by conn.c: output was written out (or nothing was queued); act on the new level. */
-void conn_output_written(struct conn *c);
+/* One connection's socket, buffers and events; embedded in its owner's struct. */
+struct conn_io {
+    const struct conn_io_ops *ops;
+    struct bufferevent *bev;   /* TLS connections only */
+    struct event *rev, *wev;   /* plain connections: persistent read; write while output is left */
+    struct evbuffer *in, *out; /* input not yet handled, output not yet written (a bufferevent's own with TLS) */
+    int fd;                    /* plain connections' socket */
+    int busy;                  /* inside its read callback: replies are written once at its end */
+    int writing;               /* wev is added */
+    int dead;                  /* stopped for good: no callback acts any more */
+    size_t want;               /* bytes the input must hold before the next frame can be handled */
+    struct persist_hold hold;  /* replies waiting for the log to be durable (persist.c) */
+};
+
+/* Set up io around fd (tls: through OpenSSL) with the owner's ops; 0, or -1 with fd closed and nothing to free. */
+int conn_io_open(struct conn_io *io, struct server *srv, int fd, int tls, const struct conn_io_ops *ops);
+/* Release io and close its socket. */
+void conn_io_free(struct conn_io *io);
+/* Start reading and writing (after accept). */
+void conn_io_start(struct conn_io *io);
+/* Stop every callback of io for good (its connection is being closed). */
+void conn_io_stop(struct conn_io *io);
+/* Turn reading from the socket on or off (backpressure). */
+void conn_io_reading(struct conn_io *io, int on);
+/* Output was queued: write it at the end of the read callback, or on this loop turn when outside it. */
+void conn_io_kick(struct conn_io *io);
+/* Input holds frames left over after a batch: handle them on a later turn. */
+void conn_io_again(struct conn_io *io);
+/* The input must hold want bytes before the next frame can be handled. */
+void conn_io_want(struct conn_io *io, size_t want);
+/* Whether the input holds as much as is read ahead of the frame being waited for (reading then waits). */
+int conn_io_full(const struct conn_io *io);
+/* The connection is closing once its output is out: decide on a later turn (the output may be empty). */
+void conn_io_finish(struct conn_io *io);
+/* Shut the write side of the socket. */
+void conn_io_shutdown(struct conn_io *io);
 
 #endif

@@ -278,7 +278,7 @@ void persist_forsake(struct server *srv)
             continue;
         h->lsn = UINT64_MAX;
         /* The connection sees the end of its stream and closes itself the usual way. */
-        evutil_socket_t fd = h->bev ? bufferevent_getfd(h->bev) : -1;
+        evutil_socket_t fd = h->bev ? bufferevent_getfd(h->bev) : h->out ? h->fd : -1;
         if (fd >= 0)
             shutdown(fd, SHUT_RDWR);
     }

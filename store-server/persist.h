@@ -18,6 +18,7 @@ struct persist_hold {
     struct bufferevent *bev;          /* where they go once it is durable */
     struct evbuffer *out;             /* or, without a bufferevent, this buffer ... */
     void (*kick)(struct persist_hold *h); /* ... whose owner is told after frames were added */
+    int fd;                           /* ... and whose socket is shut down when its frames are forsaken */
     struct persist_hold *prev, *next; /* the server's holders; prev set exactly while listed */
 };
 

@@ -5,25 +5,27 @@
  * protocol; this file holds connections).  Its keys live in one namespace
  * (--tcpstore-namespace), shared with native clients.
  *
- * Each connection is a bufferevent.  The numbering is decided from the
- * first bytes (00 CE F7 85 3C is the VALIDATE handshake of torch 2.1 and
- * later; anything else is the older numbering).  Requests are decoded
- * incrementally and answered in stream order.  While a WAIT or BARRIER is
- * parked, a VALIDATE-era connection's next request waits unread unless it
- * is CANCEL_WAIT; an old client (no CANCEL_WAIT, never pipelining) that
- * sends anything has given up on its wait, which is then dropped without
- * an answer.  The input's read high watermark bounds what one connection
- * may buffer.  A request that cannot be served closes its connection (the
- * protocol has no error reply), counted.
+ * Connections use the same I/O as native ones (conn_io.c): one recv per
+ * wakeup, requests decoded straight from the bytes just read, replies
+ * appended to the output buffer and written once per callback.  The
+ * numbering is decided from the first bytes (00 CE F7 85 3C is the
+ * VALIDATE handshake of torch 2.1 and later; anything else is the older
+ * numbering).  Requests are decoded incrementally and answered in stream
+ * order.  While a WAIT or BARRIER is parked, a VALIDATE-era connection's
+ * next request waits unread unless it is CANCEL_WAIT; an old client (no
+ * CANCEL_WAIT, never pipelining) that sends anything has given up on its
+ * wait, which is then dropped without an answer.  --tcpstore-max-request
+ * bounds one request (checked as it is decoded, tcpstore_parse.c) and the
+ * input a parked request holds back (reading stops there).  A request
+ * that cannot be served closes its connection (the protocol has no error
+ * reply), counted.
  */
 #include "tcpstore.h"
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +45,6 @@
 #define TCPSTORE_BATCH 64
 
 static void tcpstore_arm(struct ts_conn *c);
-static void tcpstore_process(struct ts_conn *c);
 
 /* Whether bytes can still be queued for c. */
 int tcpstore_live(const struct ts_conn *c)
@@ -58,21 +59,28 @@ static void tcpstore_set_state(struct ts_conn *c, enum ts_state s)
     c->state_ms = conn_now_ms();
 }
 
+/* Read from the socket exactly while c is neither paused by backpressure nor stalled behind a park. */
+static void tcpstore_reading(struct ts_conn *c)
+{
+    conn_io_reading(&c->io, !c->paused && !c->stalled);
+}
+
 /* Queue raw bytes on c's output; a client that stops reading stops being read. */
 void tcpstore_put(struct ts_conn *c, const void *p, size_t n)
 {
     if (!tcpstore_live(c))
         return;
     /* With --data-dir, replies wait while logged state is not durable yet. */
-    struct evbuffer *out = persist_output(c->ts->srv, &c->hold, c->bev);
+    struct evbuffer *out = persist_output(c->ts->srv, &c->io.hold, NULL);
     if (n && evbuffer_add(out, p, n) != 0) {
         tcpstore_close(c, "cannot buffer output");
         return;
     }
+    conn_io_kick(&c->io);
     if (!c->paused && evbuffer_get_length(out) > c->ts->srv->opt.max_output) {
         c->paused = 1;
         c->paused_ms = conn_now_ms();
-        bufferevent_disable(c->bev, EV_READ);
+        tcpstore_reading(c);
         stats_inc(&c->ts->srv->stats, STAT_OUTPUT_PAUSED);
         tcpstore_arm(c);
     }
@@ -102,10 +110,17 @@ void tcpstore_put_i64(struct ts_conn *c, int64_t v)
 /* Queue a u64 length and the bytes. */
 void tcpstore_put_blob(struct ts_conn *c, const void *p, size_t n)
 {
-    uint8_t b[8];
+    uint8_t b[8 + 256];
     tcpstore_le64(b, n);
-    tcpstore_put(c, b, sizeof b);
-    tcpstore_put(c, p, n);
+    if (n > sizeof b - 8) {
+        tcpstore_put(c, b, 8);
+        tcpstore_put(c, p, n);
+        return;
+    }
+    /* A small value goes out as one piece: one append and one check instead of two. */
+    if (n)
+        memcpy(b + 8, p, n);
+    tcpstore_put(c, b, 8 + n);
 }
 
 /* Close c at once (freed on a later loop turn); its parked request is dropped silently. */
@@ -113,10 +128,11 @@ void tcpstore_close(struct ts_conn *c, const char *why)
 {
     if (c->state == TS_DEAD)
         return;
-    log_msg(LOG_DEBUG, "tcpstore conn %llu %s: closed: %s", (unsigned long long)c->id, c->peer, why);
+    if (log_enabled(LOG_DEBUG))
+        log_msg(LOG_DEBUG, "tcpstore conn %llu %s: closed: %s", (unsigned long long)c->id, tcpstore_peer(c), why);
     tcpstore_set_state(c, TS_DEAD);
     tspark_abandon(c);
-    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    conn_io_stop(&c->io);
     event_active(c->timer, EV_TIMEOUT, 0);
 }
 
@@ -129,7 +145,7 @@ void tcpstore_fail(struct ts_conn *c, enum stat_id stat, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     stats_inc(&c->ts->srv->stats, stat);
-    log_msg(LOG_INFO, "tcpstore conn %llu %s: closing: %s", (unsigned long long)c->id, c->peer, msg);
+    log_msg(LOG_INFO, "tcpstore conn %llu %s: closing: %s", (unsigned long long)c->id, tcpstore_peer(c), msg);
     tcpstore_close(c, msg);
 }
 
@@ -140,19 +156,17 @@ void tcpstore_finish(struct ts_conn *c)
         return;
     tspark_abandon(c);
     tcpstore_set_state(c, TS_FLUSHING);
-    bufferevent_disable(c->bev, EV_READ);
-    bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 && !persist_holding(&c->hold))
-        tcpstore_close(c, "finished");
-    else
-        tcpstore_arm(c);
+    conn_io_reading(&c->io, 0);
+    tcpstore_arm(c);
+    /* The close comes from the written callback once the output (maybe empty already) is out. */
+    conn_io_finish(&c->io);
 }
 
 /* c's parked request ended: go on with its buffered input on a later callback. */
 void tcpstore_resume(struct ts_conn *c)
 {
     if (tcpstore_live(c))
-        bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+        conn_io_again(&c->io);
 }
 
 /* Unlink and free c, telling the server a connection is gone. */
@@ -171,8 +185,8 @@ static void tcpstore_free(struct ts_conn *c)
     ts->nconns--;
     srv->nconns--;
     srv->stats.c[STAT_TS_CURRENT]--;
-    persist_hold_drop(srv, &c->hold);
-    bufferevent_free(c->bev);
+    persist_hold_drop(srv, &c->io.hold);
+    conn_io_free(&c->io);
     event_free(c->timer);
     free(c);
     server_conn_gone(srv);
@@ -222,30 +236,22 @@ static void tcpstore_timer_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* Set the read low watermark so the next callback comes when want bytes are in. */
-static void tcpstore_want(struct ts_conn *c, size_t want)
-{
-    if (c->want != want) {
-        c->want = want;
-        bufferevent_setwatermark(c->bev, EV_READ, want, (size_t)c->ts->srv->opt.tcpstore_max_request);
-    }
-}
-
 /* Decide the numbering from the first bytes; 0 when known, else the bytes still needed. */
-static size_t tcpstore_detect(struct ts_conn *c, struct evbuffer *in)
+static size_t tcpstore_detect(struct ts_conn *c, const struct ts_src *src)
 {
-    size_t need = tsparse_detect(c, in);
+    size_t need = tsparse_detect(c, src);
     if (need)
         return need;
     int legacy = c->era == TS_ERA_LEGACY;
     stats_inc(&c->ts->srv->stats, legacy ? STAT_TS_LEGACY_ERA : STAT_TS_VALIDATE_ERA);
-    log_msg(LOG_DEBUG, "tcpstore conn %llu %s: %s numbering", (unsigned long long)c->id, c->peer,
-            legacy ? "old (torch 1.x-2.0)" : "VALIDATE-era");
+    if (log_enabled(LOG_DEBUG))
+        log_msg(LOG_DEBUG, "tcpstore conn %llu %s: %s numbering", (unsigned long long)c->id, tcpstore_peer(c),
+                legacy ? "old (torch 1.x-2.0)" : "VALIDATE-era");
     return 0;
 }
 
 /* A request begins while c has one parked: 1 to go on decoding it, 0 to leave it unread. */
-static int tcpstore_while_parked(struct ts_conn *c, struct evbuffer *in)
+static int tcpstore_while_parked(struct ts_conn *c, const struct ts_src *src)
 {
     uint8_t code;
     if (c->era == TS_ERA_LEGACY) {
@@ -254,7 +260,7 @@ static int tcpstore_while_parked(struct ts_conn *c, struct evbuffer *in)
         tspark_abandon(c);
         return 1;
     }
-    evbuffer_copyout(in, &code, 1);
+    tsparse_peek(src, &code, 1);
     return code == TS_CANCEL_WAIT;
 }
 
@@ -269,110 +275,143 @@ static void tcpstore_request(struct ts_conn *c)
     tsparse_reset(&c->req);
 }
 
-/* Decode and handle requests from the input (a batch at a time), then wait for more bytes. */
-static void tcpstore_process(struct ts_conn *c)
+/* Decode and handle requests from src (a batch at a time), then wait for more bytes. */
+static void tcpstore_process(struct ts_conn *c, struct ts_src *src)
 {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
     size_t want = 1;
-    if (!c->first_rx_ms && evbuffer_get_length(in)) {
+    if (!c->first_rx_ms && tsparse_avail(src)) {
         c->first_rx_ms = conn_now_ms();
         tcpstore_arm(c);
     }
     for (int n = 0;; n++) {
         if (!tcpstore_live(c) || c->paused)
             return;
-        if (c->era == TS_ERA_UNKNOWN && (want = tcpstore_detect(c, in)) != 0)
+        if (c->era == TS_ERA_UNKNOWN && (want = tcpstore_detect(c, src)) != 0)
             break;
-        if (c->req.op < 0 && evbuffer_get_length(in) == 0) {
+        if (c->req.op < 0 && tsparse_avail(src) == 0) {
             want = 1;
             break;
         }
-        if (c->park && c->req.op < 0 && !tcpstore_while_parked(c, in))
+        if (c->park && c->req.op < 0 && !tcpstore_while_parked(c, src))
             return; /* answered in order: the rest waits for the parked request */
         if (n == TCPSTORE_BATCH) {
             /* Fairness: let other connections run, come back on a later turn. */
-            tcpstore_want(c, 1);
-            bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+            conn_io_want(&c->io, 1);
+            conn_io_again(&c->io);
             return;
         }
-        enum tsparse_result res = tsparse_step(c, in, &want);
+        enum tsparse_result res = tsparse_step(c, src, &want);
         if (res == TSP_ERROR)
             return;
         if (res == TSP_MORE)
             break;
         tcpstore_request(c);
     }
-    tcpstore_want(c, want);
+    conn_io_want(&c->io, want);
 }
 
-/* Read callback. */
-static void tcpstore_read_cb(struct bufferevent *bev, void *arg)
+/* The connection whose I/O io is. */
+static struct ts_conn *tcpstore_of(struct conn_io *io)
 {
-    struct ts_conn *c = arg;
-    if (tcpstore_live(c)) {
-        tcpstore_process(c);
+    return (struct ts_conn *)((char *)io - offsetof(struct ts_conn, io));
+}
+
+/* Handle input (buf, n bytes just read, or NULL: what the input buffer holds). */
+static void tcpstore_input(struct conn_io *io, const uint8_t *buf, size_t n)
+{
+    struct ts_conn *c = tcpstore_of(io);
+    if (!tcpstore_live(c)) {
+        evbuffer_drain(io->in, evbuffer_get_length(io->in)); /* closing: input is discarded */
         return;
     }
-    struct evbuffer *in = bufferevent_get_input(bev);
-    evbuffer_drain(in, evbuffer_get_length(in));
-}
-
-/* Write callback: output drained below the low watermark. */
-static void tcpstore_write_cb(struct bufferevent *bev, void *arg)
-{
-    struct ts_conn *c = arg;
-    struct evbuffer *out = bufferevent_get_output(bev);
-    if (c->state == TS_FLUSHING && evbuffer_get_length(out) == 0 && !persist_holding(&c->hold)) {
-        tcpstore_close(c, "flushed");
-    } else if (c->paused && evbuffer_get_length(out) <= c->ts->srv->opt.max_output / 2) {
-        c->paused = 0;
-        bufferevent_enable(bev, EV_READ);
-        tcpstore_arm(c);
-        tcpstore_process(c);
+    if (buf && evbuffer_get_length(io->in) == 0) {
+        /* Nothing left over: decode straight from the receive buffer, keep only what is not taken. */
+        struct ts_src span = {buf, n, NULL};
+        tcpstore_process(c, &span);
+        if (tcpstore_live(c) && span.n && evbuffer_add(io->in, span.p, span.n) != 0)
+            tcpstore_close(c, "out of memory");
+    } else {
+        struct ts_src queued = {NULL, 0, io->in};
+        if (buf && evbuffer_add(io->in, buf, n) != 0) {
+            tcpstore_close(c, "out of memory");
+            return;
+        }
+        tcpstore_process(c, &queued);
+    }
+    /* Input held back behind a parked request stops being read past --tcpstore-max-request, or
+     * past conn_io's read-ahead, where the socket would otherwise stay readable with nothing
+     * taken from it (a busy loop); reading resumes once the park ends. */
+    int stall = c->park && (conn_io_full(io) || evbuffer_get_length(io->in) >= c->ts->srv->opt.tcpstore_max_request);
+    if (stall != c->stalled && tcpstore_live(c)) {
+        c->stalled = stall;
+        tcpstore_reading(c);
     }
 }
 
-/* Event callback: EOF or a socket error. */
-static void tcpstore_event_cb(struct bufferevent *bev, short what, void *arg)
+/* Output was written out (or nothing was queued): finish a close, or resume a paused reader. */
+static void tcpstore_written(struct conn_io *io)
 {
-    (void)bev;
-    struct ts_conn *c = arg;
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-        tcpstore_close(c, (what & BEV_EVENT_EOF) ? "peer closed" : strerror(EVUTIL_SOCKET_ERROR()));
+    struct ts_conn *c = tcpstore_of(io);
+    size_t left = evbuffer_get_length(io->out);
+    if (c->state == TS_FLUSHING && left == 0 && !persist_holding(&io->hold)) {
+        tcpstore_close(c, "flushed");
+    } else if (c->paused && tcpstore_live(c) && left <= c->ts->srv->opt.max_output / 2) {
+        c->paused = 0;
+        tcpstore_reading(c);
+        tcpstore_arm(c);
+        conn_io_again(io);
+    }
 }
 
-/* Format a peer address as "host:port" ("?" when it cannot be). */
-static void tcpstore_peer_name(const struct sockaddr *sa, socklen_t salen, char *buf, size_t n)
+/* The peer closed or the socket failed. */
+static void tcpstore_closed(struct conn_io *io, int error, const char *why)
+{
+    (void)error;
+    tcpstore_close(tcpstore_of(io), why);
+}
+
+/* What the shared I/O calls back into. */
+static const struct conn_io_ops tcpstore_ops = {tcpstore_input, tcpstore_written, tcpstore_closed};
+
+/* The peer's address as text ("host:port", "[v6]:port", "?" when it cannot be), formatted on first use. */
+const char *tcpstore_peer(struct ts_conn *c)
 {
     char host[NI_MAXHOST], port[NI_MAXSERV];
-    if (getnameinfo(sa, salen, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-        snprintf(buf, n, "?");
+    const struct sockaddr *sa = (const struct sockaddr *)&c->addr;
+    socklen_t len = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (c->peer[0])
+        return c->peer;
+    if (getnameinfo(sa, len, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        snprintf(c->peer, sizeof c->peer, "?");
     else
-        snprintf(buf, n, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+        snprintf(c->peer, sizeof c->peer, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+    return c->peer;
 }
 
 /* Allocate a connection around fd and link it in; NULL on failure (fd closed). */
-static struct ts_conn *tcpstore_new(struct tcpstore *ts, int fd)
+static struct ts_conn *tcpstore_new(struct tcpstore *ts, int fd, const struct sockaddr *sa)
 {
     struct server *srv = ts->srv;
     struct ts_conn *c = calloc(1, sizeof *c);
-    if (c) {
-        c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
-        c->timer = evtimer_new(srv->base, tcpstore_timer_cb, c);
+    if (!c) {
+        close(fd);
+        return NULL;
     }
-    if (!c || !c->bev || !c->timer) {
-        if (c && c->bev)
-            bufferevent_free(c->bev);
-        else
-            close(fd);
-        if (c && c->timer)
-            event_free(c->timer);
+    c->io.want = 1;
+    if (conn_io_open(&c->io, srv, fd, 0, &tcpstore_ops) != 0) {
+        free(c);
+        return NULL;
+    }
+    if (!(c->timer = evtimer_new(srv->base, tcpstore_timer_cb, c))) {
+        conn_io_free(&c->io);
         free(c);
         return NULL;
     }
     c->ts = ts;
     c->id = ++ts->next_id;
     c->req.op = -1;
+    /* Only copied here: most connections never log their address. */
+    memcpy(&c->addr, sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
     tcpstore_set_state(c, TS_OPEN);
     c->next = ts->conns;
     if (ts->conns)
@@ -386,6 +425,7 @@ static struct ts_conn *tcpstore_new(struct tcpstore *ts, int fd)
 /* Take over a socket accepted on the TCPStore listener. */
 static void tcpstore_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen)
 {
+    (void)salen;
     struct tcpstore *ts = srv->tcpstore;
     /* TCPStore has no way to say "too many connections": over the shared
      * --max-connections budget, the socket is just closed. */
@@ -395,22 +435,15 @@ static void tcpstore_accept(struct server *srv, int fd, const struct sockaddr *s
         close(fd);
         return;
     }
-    if (srv->opt.nodelay) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    struct ts_conn *c = tcpstore_new(ts, fd);
+    /* --nodelay needs no setsockopt here: accepted sockets inherit it from the listener. */
+    struct ts_conn *c = tcpstore_new(ts, fd, sa);
     if (!c)
         return;
-    tcpstore_peer_name(sa, salen, c->peer, sizeof c->peer);
     stats_inc(&srv->stats, STAT_TS_ACCEPTED);
     stats_inc(&srv->stats, STAT_TS_CURRENT);
-    bufferevent_setcb(c->bev, tcpstore_read_cb, tcpstore_write_cb, tcpstore_event_cb, c);
-    bufferevent_setwatermark(c->bev, EV_WRITE, srv->opt.max_output / 2, 0);
-    c->want = 1;
-    bufferevent_setwatermark(c->bev, EV_READ, 1, (size_t)srv->opt.tcpstore_max_request);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-    log_msg(LOG_DEBUG, "tcpstore conn %llu %s: accepted", (unsigned long long)c->id, c->peer);
+    conn_io_start(&c->io);
+    if (log_enabled(LOG_DEBUG))
+        log_msg(LOG_DEBUG, "tcpstore conn %llu %s: accepted", (unsigned long long)c->id, tcpstore_peer(c));
 }
 
 /* Check the front end's options against each other; 0 or EX_USAGE after logging why. */

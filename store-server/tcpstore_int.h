@@ -7,18 +7,18 @@
 #ifndef MUSTERD_TCPSTORE_INT_H
 #define MUSTERD_TCPSTORE_INT_H
 
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uthash.h>
 
+#include "conn_io.h"
 #include "keyspace.h"
-#include "persist.h"
 #include "stats.h"
 
 struct server;
 struct ns;
 struct listener;
-struct bufferevent;
 struct event;
 struct evbuffer;
 struct waiter;
@@ -106,21 +106,28 @@ struct ts_park;
 
 /* One TCPStore client connection. */
 struct ts_conn {
+    struct conn_io io;   /* socket, buffers, events and held replies (conn_io.c) */
     struct tcpstore *ts;
-    struct bufferevent *bev;
-    struct persist_hold hold; /* replies waiting for the log to be durable (persist.c) */
     struct event *timer; /* first-request and slow-reader deadlines, flush bound, deferred free */
     struct ts_conn *prev, *next;
     enum ts_state state;
     enum ts_era era;
     int validated;       /* a first request completed */
     int paused;          /* reading stopped: output above --max-output */
-    size_t want;         /* read low watermark in force */
+    int stalled;         /* reading stopped: a full input waits behind the parked request */
     uint64_t id;
     uint64_t first_rx_ms, paused_ms, state_ms;
     struct ts_req req;
     struct ts_park *park; /* the parked WAIT or BARRIER, or NULL */
-    char peer[64];
+    struct sockaddr_in6 addr; /* the peer's address (an AF_INET one fits too) */
+    char peer[64];        /* the same as text, formatted on first use: read it through tcpstore_peer() */
+};
+
+/* Request bytes to decode: a span just read (consumed from its front), or else the input buffer. */
+struct ts_src {
+    const uint8_t *p; /* the span, or NULL: take from in */
+    size_t n;         /* bytes left in the span */
+    struct evbuffer *in;
 };
 
 /* A parked WAIT (core waiter plus queue links) or BARRIER caller. */
@@ -199,15 +206,21 @@ void tcpstore_finish(struct ts_conn *c);
 void tcpstore_resume(struct ts_conn *c);
 /* Whether bytes can still be queued for c. */
 int tcpstore_live(const struct ts_conn *c);
+/* The peer's address as text, formatted on first use. */
+const char *tcpstore_peer(struct ts_conn *c);
 
 /* tcpstore_parse.c: numberings and the incremental decoder. */
 enum tsparse_result { TSP_MORE, TSP_DONE, TSP_ERROR };
+/* Bytes src holds. */
+size_t tsparse_avail(const struct ts_src *src);
+/* Copy n bytes from the front of src without taking them (src holds at least n). */
+void tsparse_peek(const struct ts_src *src, void *dst, size_t n);
 /* Decide c's numbering from its first bytes; 0 when known, else the bytes still needed. */
-size_t tsparse_detect(struct ts_conn *c, struct evbuffer *in);
+size_t tsparse_detect(struct ts_conn *c, const struct ts_src *src);
 /* The op of type byte code in era, or -1 when the numbering has no such code. */
 int tsparse_op(enum ts_era era, uint8_t code);
-/* Take request bytes from in into c->req; TSP_MORE sets *want (bytes the input must hold). */
-enum tsparse_result tsparse_step(struct ts_conn *c, struct evbuffer *in, size_t *want);
+/* Take request bytes from src into c->req; TSP_MORE sets *want (bytes the input must hold). */
+enum tsparse_result tsparse_step(struct ts_conn *c, struct ts_src *src, size_t *want);
 /* Free what a request holds and make it empty. */
 void tsparse_reset(struct ts_req *r);
 

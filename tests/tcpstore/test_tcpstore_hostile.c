@@ -5,13 +5,18 @@
  * request times out while a silent connection is left alone, old clients'
  * abandoned waits leave no stale byte, WATCH_KEY is refused, the listener
  * shares --max-connections, a drain closes parked clients, and a namespace
- * with a token is refused.
+ * with a token is refused.  The I/O path: requests sent a byte at a time,
+ * a pipeline far larger than one read, a backlog held unread behind a
+ * parked WAIT (without spinning), --tcpstore-max-request, --max-output
+ * backpressure and the slow-reader close, and replies held until durable
+ * with --data-dir.
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -28,13 +33,19 @@ enum { OLD_SET = 0, OLD_GET = 2, OLD_ADD = 3, OLD_CHECK = 4, OLD_WAIT = 5, OLD_G
 static struct h_daemon d;
 static uint16_t port;
 
+/* Append a request with a type byte, a key and an i64 (ADD, BARRIER). */
+static void key_i64_into(struct tsw_buf *b, uint8_t type, const char *key, int64_t v)
+{
+    tsw_u8(b, type);
+    tsw_str(b, key);
+    tsw_u64(b, (uint64_t)v);
+}
+
 /* Send a request with a type byte, a key and an i64 (ADD, BARRIER). */
 static void key_i64(int fd, uint8_t type, const char *key, int64_t v)
 {
     struct tsw_buf b = {0};
-    tsw_u8(&b, type);
-    tsw_str(&b, key);
-    tsw_u64(&b, (uint64_t)v);
+    key_i64_into(&b, type, key, v);
     CHECK_EQ(tsw_send(fd, &b), 0);
     tsw_free(&b);
 }
@@ -118,7 +129,7 @@ static void t_half_sent(void *arg)
     CHECK_EQ(raw_send(a, head, sizeof head), 0);
     /* A large value arriving in two halves from a third client. */
     int c = tsw_open(port);
-    size_t big = 1u << 20;
+    size_t big = 200u << 10; /* within --max-value: the keyspace applies it to every front end */
     char *val = malloc(big);
     memset(val, 'v', big);
     struct tsw_buf buf = {0};
@@ -305,6 +316,259 @@ static void t_token_refused(void *arg)
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 78); /* EX_CONFIG */
 }
 
+/* Requests sent one byte per write are answered exactly as if sent whole. */
+static void t_byte_by_byte(void *arg)
+{
+    (void)arg;
+    static const uint8_t hs[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C};
+    struct tsw_buf b = {0};
+    int fd = tsw_connect(port);
+    tsw_raw(&b, hs, sizeof hs);
+    tsw_u8(&b, TSW_SET);
+    tsw_str(&b, "/bytes");
+    tsw_str(&b, "one-by-one");
+    key_i64_into(&b, TSW_ADD, "/bytes-ctr", 5);
+    tsw_u8(&b, TSW_MULTI_GET);
+    tsw_u64(&b, 2);
+    tsw_str(&b, "/bytes");
+    tsw_str(&b, "/bytes-absent");
+    tsw_u8(&b, TSW_PING);
+    tsw_u32(&b, 0x04030201);
+    for (size_t i = 0; i < b.n; i++)
+        CHECK_EQ(raw_send(fd, b.p + i, 1), 0);
+    tsw_free(&b);
+    i64_is(fd, 5);
+    size_t len = 99;
+    char *v = tsw_blob(fd, T_MS, NULL);
+    CHECK_STR(v, "one-by-one");
+    free(v);
+    v = tsw_blob(fd, T_MS, &len);
+    CHECK(v != NULL && len == 0);
+    free(v);
+    uint8_t echo[4];
+    CHECK_EQ(tsw_read(fd, echo, sizeof echo, T_MS), 0);
+    CHECK(echo[0] == 1 && echo[3] == 4);
+    CHECK(tsw_quiet(fd, QUIET_MS));
+    close(fd);
+}
+
+/* One write of over a megabyte of requests (many reads, many batches): every reply, in order. */
+static void t_big_pipeline(void *arg)
+{
+    (void)arg;
+    enum { PAIRS = 10000 };
+    char val[101];
+    memset(val, 'p', sizeof val - 1);
+    val[sizeof val - 1] = 0;
+    struct tsw_buf b = {0};
+    int fd = tsw_open(port);
+    for (int i = 0; i < PAIRS; i++) {
+        tsw_u8(&b, TSW_SET);
+        tsw_str(&b, "/pipe");
+        tsw_str(&b, val);
+        key_i64_into(&b, TSW_ADD, "/pipe-ctr", 1);
+    }
+    CHECK(b.n > (1u << 20));
+    /* The server reads on while its 80 KB of replies wait in its output: sending it all first cannot block. */
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
+    int ok = 1, in_order = 1;
+    for (int i = 0; i < PAIRS && ok && in_order; i++)
+        in_order = tsw_i64(fd, T_MS, &ok) == i + 1;
+    CHECK(ok && in_order);
+    CHECK_EQ(tsw_req(fd, TSW_GET, "/pipe", NULL), 0);
+    char *v = tsw_blob(fd, T_MS, NULL);
+    CHECK_STR(v, val);
+    free(v);
+    close(fd);
+}
+
+/* CPU time (user + system) of process pid in clock ticks, or -1. */
+static long long cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    /* Fields after the command: state and 10 more, then utime and stime. */
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (long long)(ut + st);
+}
+
+/* Wait up to ms for child pid to exit; 1 when it did (its status in *st). */
+static int child_done(pid_t pid, int ms, int *st)
+{
+    for (int64_t end = h_now_ms() + ms; h_now_ms() < end;) {
+        if (waitpid(pid, st, WNOHANG) == pid)
+            return 1;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* More requests than the server reads ahead, pipelined behind a parked WAIT: held unread without the loop
+ * spinning on the readable socket, then all answered in order once the WAIT is released. */
+static void t_parked_backlog(void *arg)
+{
+    (void)arg;
+    enum { PINGS = 70000 }; /* 350 KB: past the 256 KiB read-ahead plus one 64 KiB read */
+    struct tsw_buf b = {0};
+    int a = tsw_open(port), setter = tsw_open(port);
+    tsw_u8(&b, TSW_WAIT);
+    tsw_u64(&b, 1);
+    tsw_str(&b, "/backlog-go");
+    for (uint32_t i = 0; i < PINGS; i++) {
+        tsw_u8(&b, TSW_PING);
+        tsw_u32(&b, i);
+    }
+    /* A child sends: the tail the server leaves unread may not fit the socket buffers. */
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(raw_send(a, b.p, b.n) == 0 ? 0 : 1);
+    CHECK(pid > 0);
+    int st = 0, done = child_done(pid, 1000, &st);
+    long long t0 = cpu_ticks(d.pid);
+    int64_t w0 = h_now_ms();
+    CHECK(tsw_quiet(a, 500));
+    long long used = cpu_ticks(d.pid) - t0, window = (h_now_ms() - w0) * sysconf(_SC_CLK_TCK) / 1000;
+    CHECK(t0 >= 0 && used * 4 < window); /* a spinning loop would use all of it */
+    CHECK_EQ(tsw_req(setter, TSW_SET, "/backlog-go", "1", NULL), 0);
+    CHECK_EQ(tsw_byte(a, T_MS), 0); /* STOP_WAITING */
+    uint8_t *echo = malloc(4 * (size_t)PINGS);
+    CHECK(echo && tsw_read(a, echo, 4 * (size_t)PINGS, T_MS) == 0);
+    int in_order = echo != NULL;
+    for (uint32_t i = 0; in_order && i < PINGS; i++)
+        in_order = echo[4 * i] == (uint8_t)i && echo[4 * i + 1] == (uint8_t)(i >> 8) &&
+                   echo[4 * i + 2] == (uint8_t)(i >> 16);
+    CHECK(in_order);
+    free(echo);
+    CHECK(done || child_done(pid, T_MS, &st));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    tsw_free(&b);
+    close(a);
+    close(setter);
+}
+
+/* --tcpstore-max-request bounds a whole request (a multi_set's values together), counted. */
+static void t_max_request(void *arg)
+{
+    (void)arg;
+    struct h_daemon d2;
+    const char *extra[] = {"--tcpstore-max-key", "64", "--tcpstore-max-value", "1K", "--tcpstore-max-request", "2K",
+                           NULL};
+    uint16_t p2 = tsw_start(&d2, extra);
+    char val[901];
+    memset(val, 'm', sizeof val - 1);
+    val[sizeof val - 1] = 0;
+    struct tsw_buf b = {0};
+    int fd = tsw_open(p2);
+    uint8_t echo[4] = {0};
+    for (int pairs = 2; pairs <= 3; pairs++) {
+        tsw_u8(&b, TSW_MULTI_SET);
+        tsw_u64(&b, (uint64_t)pairs);
+        for (int i = 0; i < pairs; i++) {
+            tsw_str(&b, i ? "/mr1" : "/mr0");
+            tsw_str(&b, val);
+        }
+        tsw_u8(&b, TSW_PING);
+        tsw_u32(&b, 9);
+        CHECK_EQ(tsw_send(fd, &b), 0);
+        if (pairs == 2) { /* 1,849 bytes: taken, as the PING's echo says */
+            CHECK_EQ(tsw_read(fd, echo, sizeof echo, T_MS), 0);
+            CHECK_EQ(echo[0], 9);
+        }
+    }
+    tsw_free(&b);
+    CHECK(tsw_closed(fd, T_MS)); /* 2,769 bytes: refused */
+    close(fd);
+    CHECK_EQ(h_stat(&d2, "limit_tcpstore_request"), 1);
+    CHECK_EQ(h_stop(&d2), 0);
+}
+
+/* Output above --max-output stops reading the client's requests until it reads its replies; a client that
+ * never reads is closed after --slow-timeout. */
+static void t_backpressure(void *arg)
+{
+    (void)arg;
+    enum { GETS = 100 };
+    struct h_daemon d2;
+    const char *extra[] = {"--max-value", "256K", "--max-frame", "300K", "--max-output", "1M", "--slow-timeout", "500",
+                           NULL};
+    uint16_t p2 = tsw_start(&d2, extra);
+    size_t big = 200u << 10; /* within --max-value: the keyspace applies it to every front end */
+    char *val = malloc(big + 1);
+    memset(val, 'o', big);
+    val[big] = 0;
+    int a = tsw_open(p2), slow = tsw_open(p2);
+    CHECK_EQ(tsw_req(a, TSW_SET, "/bp", val, NULL), 0);
+    struct tsw_buf b = {0};
+    uint8_t echo[4];
+    tsw_u8(&b, TSW_PING); /* its echo says the value is set */
+    tsw_u32(&b, 1);
+    CHECK_EQ(tsw_send(a, &b), 0);
+    CHECK_EQ(tsw_read(a, echo, sizeof echo, T_MS), 0);
+    for (int i = 0; i < GETS; i++) {
+        tsw_u8(&b, TSW_GET);
+        tsw_str(&b, "/bp");
+    }
+    CHECK_EQ(raw_send(slow, b.p, b.n), 0);
+    CHECK_EQ(tsw_send(a, &b), 0);
+    tsw_free(&b);
+    int whole = 1;
+    for (int i = 0; i < GETS && whole; i++) {
+        size_t len = 0;
+        char *v = tsw_blob(a, T_MS, &len);
+        whole = v && len == big && v[0] == 'o' && v[big - 1] == 'o';
+        free(v);
+    }
+    CHECK(whole);
+    CHECK(h_stat(&d2, "output_paused") >= 2);
+    /* Reading would make it a client that reads: watch the counter until the close, then the socket. */
+    for (int64_t end = h_now_ms() + 2 * T_MS; h_stat(&d2, "limit_output") < 1 && h_now_ms() < end;) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(h_stat(&d2, "limit_output"), 1);
+    CHECK(tsw_closed(slow, T_MS));
+    free(val);
+    close(a);
+    close(slow);
+    CHECK_EQ(h_stop(&d2), 0);
+}
+
+/* With --data-dir, replies wait until the change is on disk and then go out; the state survives a restart. */
+static void t_durable(void *arg)
+{
+    (void)arg;
+    struct h_daemon d2;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/ts-data", h_tmpdir());
+    const char *extra[] = {"--data-dir", dir, NULL};
+    uint16_t p2 = tsw_start(&d2, extra);
+    int fd = tsw_open(p2);
+    CHECK_EQ(tsw_req(fd, TSW_SET, "/durable", "kept", NULL), 0);
+    key_i64(fd, TSW_ADD, "/durable-ctr", 7);
+    i64_is(fd, 7);
+    CHECK(h_stat(&d2, "persist_held_frames") >= 1);
+    close(fd);
+    CHECK_EQ(h_stop(&d2), 0);
+    p2 = tsw_start(&d2, extra);
+    fd = tsw_open(p2);
+    CHECK_EQ(tsw_req(fd, TSW_GET, "/durable", NULL), 0);
+    char *v = tsw_blob(fd, T_MS, NULL);
+    CHECK_STR(v, "kept");
+    free(v);
+    close(fd);
+    CHECK_EQ(h_stop(&d2), 0);
+}
+
 int main(void)
 {
     h_init("tcpstore-hostile", 120);
@@ -321,6 +585,12 @@ int main(void)
     H_RUN(t_max_connections, NULL);
     H_RUN(t_drain, NULL);
     H_RUN(t_token_refused, NULL);
+    H_RUN(t_byte_by_byte, NULL);
+    H_RUN(t_big_pipeline, NULL);
+    H_RUN(t_parked_backlog, NULL);
+    H_RUN(t_max_request, NULL);
+    H_RUN(t_backpressure, NULL);
+    H_RUN(t_durable, NULL);
     CHECK_EQ(h_stop(&d), 0);
     return h_finish();
 }
