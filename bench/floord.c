@@ -4,7 +4,10 @@
  * replies.  It answers the native protocol just well enough for muster-loadgen: a Hello
  * gets a canned HelloReply, every Request gets Response{id, get{64-byte value}} (the same
  * bytes musterd sends for a get).  Its requests per CPU-second under the load generator
- * bound what musterd can reach on this machine.
+ * bound what musterd can reach on this machine, and so does its time for a storm (the
+ * load generator's --floor 1: the same exchanges, a barrier answered at once).  Like
+ * musterd it reads into one shared buffer and keeps per-connection buffers only for a
+ * half-received frame or unsent output.
  *
  *   muster-floord --port-file PATH     (listens on 127.0.0.1, port chosen by the kernel)
  */
@@ -21,19 +24,25 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Per-connection buffers: far above a closed-loop batch, small enough for 16k connections. */
+/* Bytes read per wakeup, and the most one connection may have unsent or half received. */
 #define FLOOR_BUF 16384
 #define FLOOR_VALUE 64
 
+/* A connection holds buffers only while a frame is half received or output is unsent, so
+ * 16k idle ranks cost a few dozen bytes each, as they do in musterd. */
 struct floor_conn {
     int fd;
-    uint32_t rlen;
-    uint32_t wlen;
+    uint32_t rlen;   /* bytes of a partial frame kept in rbuf */
+    uint32_t wlen;   /* unsent output kept in wbuf, from woff */
     uint32_t woff;
     int want_out;
-    uint8_t rbuf[FLOOR_BUF];
-    uint8_t wbuf[FLOOR_BUF];
+    uint8_t *rbuf;
+    uint8_t *wbuf;
 };
+
+/* One wakeup's input and output, shared by every connection (single-threaded). */
+static uint8_t floor_in[2 * FLOOR_BUF];
+static uint8_t floor_out[FLOOR_BUF];
 
 static volatile sig_atomic_t floor_stop;
 
@@ -119,60 +128,87 @@ static void floor_close(int ep, struct floor_conn *c)
 {
     epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
+    free(c->rbuf);
+    free(c->wbuf);
     free(c);
 }
 
-/* Write pending replies; watch for writability only while some remain.  Returns -1 on error. */
-static int floor_flush(int ep, struct floor_conn *c)
+/* Keep n bytes at p in *buf (allocated on first use); 0, or -1 when memory ran out. */
+static int floor_keep(uint8_t **buf, const uint8_t *p, size_t n)
 {
-    if (c->woff < c->wlen) {
-        ssize_t w = write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
-        if (w < 0 && errno != EAGAIN)
-            return -1;
-        if (w > 0)
-            c->woff += (uint32_t)w;
+    if (!*buf && !(*buf = malloc(FLOOR_BUF)))
+        return -1;
+    memmove(*buf, p, n);
+    return 0;
+}
+
+/* Watch for writability exactly while output is unsent. */
+static void floor_want_out(int ep, struct floor_conn *c)
+{
+    int pending = c->wlen > 0;
+    if (pending == c->want_out)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN | (pending ? EPOLLOUT : 0u), .data.ptr = c};
+    epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+    c->want_out = pending;
+}
+
+/* Write n bytes at p after whatever is unsent, keeping what the socket does not take; -1 on error. */
+static int floor_write(int ep, struct floor_conn *c, const uint8_t *p, size_t n)
+{
+    if (c->wlen) {
+        if (c->woff + c->wlen + n > FLOOR_BUF)
+            return -1; /* the client does not read its replies: not a floor case */
+        memcpy(c->wbuf + c->woff + c->wlen, p, n);
+        c->wlen += (uint32_t)n;
+        p = c->wbuf + c->woff;
+        n = c->wlen;
     }
-    int pending = c->woff < c->wlen;
-    if (!pending)
-        c->woff = c->wlen = 0;
-    if (pending != c->want_out) {
-        struct epoll_event ev = {.events = EPOLLIN | (pending ? EPOLLOUT : 0u), .data.ptr = c};
-        epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
-        c->want_out = pending;
-    }
+    ssize_t w = n ? write(c->fd, p, n) : 0;
+    if (w < 0 && errno != EAGAIN)
+        return -1;
+    size_t left = n - (size_t)(w > 0 ? w : 0);
+    if (left && floor_keep(&c->wbuf, p + (n - left), left) < 0)
+        return -1;
+    c->woff = 0;
+    c->wlen = (uint32_t)left;
+    floor_want_out(ep, c);
     return 0;
 }
 
 /* One read, every complete frame answered, one write. */
 static void floor_readable(int ep, struct floor_conn *c)
 {
-    ssize_t r = read(c->fd, c->rbuf + c->rlen, FLOOR_BUF - c->rlen);
+    uint32_t have = c->rlen;
+    if (have)
+        memcpy(floor_in, c->rbuf, have);
+    ssize_t r = read(c->fd, floor_in + have, FLOOR_BUF);
     if (r <= 0) {
         if (r < 0 && errno == EAGAIN)
             return;
         floor_close(ep, c);
         return;
     }
-    c->rlen += (uint32_t)r;
+    have += (uint32_t)r;
     uint32_t off = 0;
-    while (c->rlen - off >= 4) {
-        uint32_t len = (uint32_t)c->rbuf[off] << 24 | (uint32_t)c->rbuf[off + 1] << 16 |
-                       (uint32_t)c->rbuf[off + 2] << 8 | c->rbuf[off + 3];
+    size_t wn = 0;
+    while (have - off >= 4) {
+        uint32_t len = (uint32_t)floor_in[off] << 24 | (uint32_t)floor_in[off + 1] << 16 |
+                       (uint32_t)floor_in[off + 2] << 8 | floor_in[off + 3];
         if (len > FLOOR_BUF - 4) {
             floor_close(ep, c);
             return;
         }
-        if (c->rlen - off < 4 + len)
+        if (have - off < 4 + len)
             break;
-        size_t n = floor_reply(c->wbuf + c->wlen, FLOOR_BUF - c->wlen, c->rbuf + off + 4, len);
+        size_t n = floor_reply(floor_out + wn, sizeof floor_out - wn, floor_in + off + 4, len);
         if (!n)
-            break; /* output full: leave the rest for the next round */
-        c->wlen += (uint32_t)n;
+            break; /* output full: the rest waits for the next read */
+        wn += n;
         off += 4 + len;
     }
-    memmove(c->rbuf, c->rbuf + off, c->rlen - off);
-    c->rlen -= off;
-    if (floor_flush(ep, c) < 0)
+    c->rlen = have - off;
+    if ((c->rlen && floor_keep(&c->rbuf, floor_in + off, c->rlen) < 0) || floor_write(ep, c, floor_out, wn) < 0)
         floor_close(ep, c);
 }
 
@@ -183,7 +219,7 @@ static void floor_accept(int ep, int lfd)
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        /* TCP_NODELAY comes from the listener; malloc, not calloc: only the header needs zeroes. */
+        /* TCP_NODELAY comes from the listener. */
         struct floor_conn *c = malloc(sizeof *c);
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (!c || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -191,9 +227,7 @@ static void floor_accept(int ep, int lfd)
             free(c);
             continue;
         }
-        c->fd = fd;
-        c->rlen = c->wlen = c->woff = 0;
-        c->want_out = 0;
+        *c = (struct floor_conn){.fd = fd};
     }
 }
 
@@ -237,7 +271,7 @@ int main(int argc, char **argv)
                 floor_accept(ep, lfd);
             else if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
                 floor_readable(ep, c);
-            else if (floor_flush(ep, c) < 0)
+            else if (floor_write(ep, c, NULL, 0) < 0)
                 floor_close(ep, c);
         }
     }
