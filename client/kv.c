@@ -365,13 +365,21 @@ int muster_ping(muster_t *m, uint64_t *rtt_us, uint32_t timeout_ms)
 /* Wait at barrier `name` until count arrivals; *round (may be NULL) gets the round. */
 int muster_barrier(muster_t *m, const char *name, uint32_t count, uint64_t *round, uint32_t timeout_ms)
 {
-    if (!m || !name || count == 0)
+    return muster_barrier_fetch(m, name, count, NULL, NULL, NULL, round, timeout_ms);
+}
+
+/* As muster_barrier, and *value gets key's value at release (MUSTER_ENOTFOUND when absent). */
+int muster_barrier_fetch(muster_t *m, const char *name, uint32_t count, const char *key, void **value, size_t *len,
+                         uint64_t *round, uint32_t timeout_ms)
+{
+    if (!m || !name || count == 0 || (key && !value))
         return MUSTER_EINVAL;
     uint32_t t = call_timeout(m, timeout_ms);
     Muster__BarrierReq op = MUSTER__BARRIER_REQ__INIT;
     op.name = (char *)name;
     op.count = count;
     op.timeout_ms = t;
+    op.fetch = (char *)(key ? key : "");
     Muster__Request req = MUSTER__REQUEST__INIT;
     req.op_case = MUSTER__REQUEST__OP_BARRIER;
     req.barrier = &op;
@@ -379,6 +387,15 @@ int muster_barrier(muster_t *m, const char *name, uint32_t count, uint64_t *roun
     int rc = call_run(m, &req, &resp, t);
     if (rc == MUSTER_OK && round)
         *round = resp->barrier->round;
+    if (rc == MUSTER_OK && key && !resp->barrier->found) {
+        rc = error_set(m, MUSTER_ENOTFOUND, "barrier '%s' passed; key '%s' did not exist at release", name, key);
+    } else if (rc == MUSTER_OK && key) {
+        *value = kv_dup(resp->barrier->value.data, resp->barrier->value.len);
+        if (len)
+            *len = resp->barrier->value.len;
+        if (!*value)
+            rc = error_set(m, MUSTER_ENOMEM, "out of memory copying a value");
+    }
     call_free(resp);
     return rc;
 }

@@ -2,7 +2,8 @@
  * Barriers: per namespace, per name, a current round number (from 1), the
  * round's expected count and its parked arrivals.  The count-th arrival
  * releases every arrival of the round with the round number; the next
- * arrival opens the following round, so a name is reusable.  A timed-out
+ * arrival opens the following round, so a name is reusable.  An arrival
+ * may ask for a key's value at release (fetch), answered with the round.  A timed-out
  * arrival leaves its round (the others keep waiting for a full count).
  * A barrier's round number must outlive its rounds, so names are kept until
  * exit; their number per namespace is bounded by --max-keys-per-ns.
@@ -15,6 +16,7 @@
 #include <uthash.h>
 
 #include "conn.h"
+#include "keyspace.h"
 #include "ns.h"
 #include "server.h"
 
@@ -98,9 +100,10 @@ static void barrier_release(struct barrier *b)
 }
 
 /* Arrive at barrier name of ns; see barrier.h. */
-int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count, uint32_t timeout_ms,
+int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count, uint32_t timeout_ms, const char *fetch,
                    barrier_done_fn done, void *owner, uint64_t id, struct barrier_arrival **out, const char **why)
 {
+    size_t flen = fetch ? strlen(fetch) : 0;
     int st = MUSTER__STATUS__OK;
     *out = NULL;
     if (count == 0)
@@ -112,7 +115,7 @@ int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count,
         return *why = "count differs from the other arrivals of this round", MUSTER__STATUS__BAD_REQUEST;
     if ((st = server_waiter_take(ns->srv)) != MUSTER__STATUS__OK)
         return *why = "too many parked requests on this server", st;
-    struct barrier_arrival *a = calloc(1, sizeof *a);
+    struct barrier_arrival *a = calloc(1, sizeof *a + flen + 1);
     if (a && !(a->timer = evtimer_new(ns->srv->base, barrier_timeout_cb, a))) {
         free(a);
         a = NULL;
@@ -121,6 +124,8 @@ int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count,
         server_waiter_put(ns->srv);
         return *why = "out of memory", MUSTER__STATUS__INTERNAL;
     }
+    if (flen)
+        memcpy(a->fetch, fetch, flen);
     a->b = b;
     a->done = done;
     a->owner = owner;
@@ -182,6 +187,13 @@ static void barrier_op_done(struct barrier_arrival *a, int status, uint64_t roun
         Muster__BarrierRes r = MUSTER__BARRIER_RES__INIT;
         r.round = round;
         r.arrival = arrival;
+        /* Read at release, once per arrival: nothing writes between the replies of one round. */
+        const struct ks_entry *e = a->fetch[0] ? ks_get(&c->ns->ks, a->fetch, strlen(a->fetch)) : NULL;
+        if (e) {
+            r.found = 1;
+            r.value.data = ks_val(e);
+            r.value.len = e->vlen;
+        }
         conn_reply(c, a->id, status, NULL, &r.base);
     } else if (status == MUSTER__STATUS__TIMEOUT) {
         conn_replyf(c, a->id, status, "barrier '%.200s' round %llu timed out after %u ms with %u of %u arrivals",
@@ -204,7 +216,8 @@ void barrier_op(struct conn *c, Muster__Request *req)
     struct barrier_arrival *a = NULL;
     const char *why = NULL;
     uint32_t t = server_timeout(c->srv, q->timeout_ms);
-    int st = barrier_arrive(c->ns, q->name, strlen(q->name), q->count, t, barrier_op_done, c, req->id, &a, &why);
+    int st = barrier_arrive(c->ns, q->name, strlen(q->name), q->count, t, q->fetch, barrier_op_done, c, req->id, &a,
+                            &why);
     if (st != MUSTER__STATUS__OK) {
         if (st == MUSTER__STATUS__BAD_REQUEST)
             stats_inc(&c->srv->stats, STAT_BAD_REQUEST);

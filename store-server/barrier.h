@@ -24,11 +24,12 @@ struct barrier_arrival {
     uint32_t timeout_ms;
     struct event *timer;
     struct barrier_arrival *prev, *next;
+    char fetch[]; /* the key whose value the release answers with ("" for none) */
 };
 
-/* Arrive at barrier name of ns.  Returns a wire status; on OK *out is the parked arrival, or NULL
+/* Arrive at barrier name of ns (fetch: a key, or NULL).  Returns a wire status; on OK *out is the parked arrival, or NULL
  * when this arrival released the round (done was already called for every arrival, this one too). */
-int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count, uint32_t timeout_ms,
+int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count, uint32_t timeout_ms, const char *fetch,
                    barrier_done_fn done, void *owner, uint64_t id, struct barrier_arrival **out, const char **why);
 /* Take an arrival out of its round without calling done (its owner went away). */
 void barrier_cancel(struct barrier_arrival *a);

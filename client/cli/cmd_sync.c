@@ -30,7 +30,7 @@ int cmd_sync_wait(struct cli *c, const struct cli_args *a)
     return err ? cli_fail(c, err) : CLI_OK;
 }
 
-/* barrier NAME COUNT: block until COUNT arrivals; prints the round number. */
+/* barrier NAME COUNT [--fetch KEY]: block until COUNT arrivals; prints the round, or KEY's value at release. */
 int cmd_sync_barrier(struct cli *c, const struct cli_args *a)
 {
     uint32_t count;
@@ -41,11 +41,18 @@ int cmd_sync_barrier(struct cli *c, const struct cli_args *a)
     if (rc != CLI_OK)
         return rc;
     uint64_t round = 0;
-    int err = muster_barrier(m, a->argv[0], count, &round, c->timeout_ms);
+    const char *key = a->opt[0];
+    void *val = NULL;
+    size_t len = 0;
+    int err = muster_barrier_fetch(m, a->argv[0], count, key, key ? &val : NULL, &len, &round, c->timeout_ms);
     if (err)
         return cli_fail(c, err);
-    printf("%" PRIu64 "\n", round);
-    return CLI_OK;
+    if (!key)
+        printf("%" PRIu64 "\n", round);
+    else if (cli_write_file(NULL, val, len) != 0)
+        rc = cli_error(c, CLI_ERROR, "cannot write standard output");
+    muster_free(val);
+    return rc;
 }
 
 /* Print one watch event as a line ("set KEY VALUE" / "delete KEY"); returns 1 when it counts. */

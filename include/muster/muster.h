@@ -279,6 +279,12 @@ MUSTER_API int muster_list(muster_t *m, const char *prefix, const char *after, u
 MUSTER_API int muster_ping(muster_t *m, uint64_t *rtt_us, uint32_t timeout_ms);
 /* Wait at barrier `name` until count arrivals; *round (may be NULL) gets the round. */
 MUSTER_API int muster_barrier(muster_t *m, const char *name, uint32_t count, uint64_t *round, uint32_t timeout_ms);
+/* As muster_barrier, and the round's release also answers with key's value at that moment:
+ * MUSTER_OK with *value (caller frees with muster_free) and *len (may be NULL), or
+ * MUSTER_ENOTFOUND when the key did not exist (the barrier was still passed; *round is set).
+ * One round trip for "everyone arrived and everyone holds rank 0's id". */
+MUSTER_API int muster_barrier_fetch(muster_t *m, const char *name, uint32_t count, const char *key, void **value,
+                                    size_t *len, uint64_t *round, uint32_t timeout_ms);
 
 /* ---------------------------------------------------------------- events */
 

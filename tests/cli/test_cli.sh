@@ -74,6 +74,9 @@ expect_out "-2" "add prints the new value"
 expect 0 "check present" check greeting counter
 expect 0 "wait present" wait greeting
 expect 0 "barrier of one" barrier solo 1
+expect 0 "barrier --fetch" barrier fetched 1 --fetch greeting
+expect_out "hello" "barrier --fetch prints the value at release"
+expect 1 "barrier --fetch of an absent key" barrier fetched 1 --fetch nothing
 expect 0 "ping" ping
 expect 0 "num-keys" num-keys
 expect_out "2" "num-keys counts the namespace's keys"

@@ -1,8 +1,8 @@
 /*
  * Integration tests of blocking ops: a parked get released by another
  * client's set, server-enforced timeouts (the answer comes near the deadline
- * and the same handle keeps working), reusable barriers, and barrier rounds
- * that timed-out arrivals leave.
+ * and the same handle keeps working), reusable barriers, barrier rounds
+ * that timed-out arrivals leave, and barriers that answer with a key's value.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -167,6 +167,62 @@ static void t_barrier_reuse(const struct h_daemon *d)
     }
 }
 
+/* Thread body: arrive at blk/fbar fetching blk/id; the worker keyed "first" writes the id before arriving. */
+static void *t_fetch_worker(void *arg)
+{
+    struct t_worker *w = arg;
+    int err = 0;
+    void *val = NULL;
+    size_t len = 0;
+    muster_t *m = hc_try_connect(w->d, "blk", NULL, &err);
+    w->rc = m ? MUSTER_OK : err;
+    if (m && !strcmp(w->key, "first"))
+        w->rc = muster_set(m, "blk/id", "id\0bytes", 8, 10000);
+    if (w->rc == MUSTER_OK)
+        w->rc = muster_barrier_fetch(m, "blk/fbar", 3, "blk/id", &val, &len, &w->rounds[0], 10000);
+    if (w->rc == MUSTER_OK && len == 8)
+        memcpy(w->value, val, len);
+    else if (w->rc == MUSTER_OK)
+        w->rc = -1000 - (int)len;
+    muster_free(val);
+    muster_close(m);
+    return NULL;
+}
+
+/* Every arrival's release answer carries the id as written before the last arrival, NUL bytes and all. */
+static void t_barrier_fetch(const struct h_daemon *d)
+{
+    static const char *const roles[3] = {"later", "first", "later"};
+    struct t_worker w[3];
+    muster_t *m = hc_connect(d, "blk", NULL);
+    if (m)
+        CHECK_EQ(muster_set(m, "blk/id", "stale", 5, 0), MUSTER_OK);
+    for (int i = 0; i < 3; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].d = d;
+        w[i].key = roles[i];
+        CHECK_EQ(pthread_create(&w[i].th, NULL, t_fetch_worker, &w[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(w[i].th, NULL);
+        CHECK_EQ(w[i].rc, MUSTER_OK);
+        CHECK_EQ(w[i].rounds[0], 1);
+        CHECK(memcmp(w[i].value, "id\0bytes", 8) == 0);
+    }
+    /* An absent key: the barrier is passed (round set), the fetch says not found. */
+    uint64_t round = 0;
+    void *val = NULL;
+    if (m) {
+        CHECK_EQ(muster_barrier_fetch(m, "blk/solo", 1, "blk/none", &val, NULL, &round, 0), MUSTER_ENOTFOUND);
+        CHECK_EQ(round, 1);
+        CHECK(val == NULL);
+        CHECK_EQ(muster_barrier_fetch(m, "blk/solo", 1, NULL, NULL, NULL, &round, 0), MUSTER_OK);
+        CHECK_EQ(round, 2);
+        CHECK_EQ(muster_barrier_fetch(m, "blk/solo", 1, "blk/id", NULL, NULL, &round, 0), MUSTER_EINVAL);
+    }
+    muster_close(m);
+}
+
 /* Send a barrier arrival on a raw connection. */
 static int t_raw_barrier(int fd, uint64_t id, const char *name, uint32_t count, uint32_t timeout_ms)
 {
@@ -231,6 +287,7 @@ int main(void)
     H_RUN(t_timeouts, &d);
     H_RUN(t_barrier_reuse, &d);
     H_RUN(t_barrier_rules, &d);
+    H_RUN(t_barrier_fetch, &d);
     CHECK_EQ(h_stop(&d), 0);
     return h_finish();
 }
