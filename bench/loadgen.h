@@ -23,6 +23,7 @@ struct opspec {
     size_t value_size;       /* set */
     uint8_t value_byte;      /* set: the byte the value is filled with */
     int wait;                /* get: park until the key exists */
+    const char *fetch;       /* barrier: answer with this key's value at release (verbatim) */
 };
 
 /* One reply, whatever the protocol; pointers are into the connection's read buffer. */

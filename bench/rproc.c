@@ -55,14 +55,17 @@ static void rproc_publish(muster_t *m, const struct rp_cfg *cfg, const uint8_t *
         rproc_die(s, 2, rc, m);
 }
 
-/* Fetch the id (waiting for it when wait != 0) and compare it with the expected bytes. */
-static void rproc_fetch(muster_t *m, const struct rp_cfg *cfg, const uint8_t *id, int wait, struct rp_slot *s)
+/* Fetch the id (waiting for it when wait != 0; with barrier != 0, as the barrier's release answer)
+ * and compare it with the expected bytes. */
+static void rproc_fetch(muster_t *m, const struct rp_cfg *cfg, const uint8_t *id, int wait, int barrier,
+                        struct rp_slot *s)
 {
     void *v = NULL;
     size_t len = 0;
-    int rc = muster_get(m, "id", wait, cfg->timeout_ms, &v, &len);
+    int rc = barrier ? muster_barrier_fetch(m, "go", cfg->procs, "id", &v, &len, NULL, cfg->timeout_ms)
+                     : muster_get(m, "id", wait, cfg->timeout_ms, &v, &len);
     if (rc)
-        rproc_die(s, 4, rc, m);
+        rproc_die(s, barrier ? 3 : 4, rc, m);
     int same = len == cfg->value_size && memcmp(v, id, len) == 0;
     muster_free(v);
     if (!same)
@@ -95,15 +98,12 @@ static void rproc_child(unsigned rank, const struct rp_cfg *cfg, int gate, struc
         if (first)
             rproc_publish(m, cfg, id, s);
         else
-            rproc_fetch(m, cfg, id, 1, s);
+            rproc_fetch(m, cfg, id, 1, 0, s);
     } else {
+        /* Rank 0 publishes, then every rank passes the barrier and gets the id with its release. */
         if (rank == 0)
             rproc_publish(m, cfg, id, s);
-        rc = muster_barrier(m, "go", cfg->procs, NULL, cfg->timeout_ms);
-        if (rc)
-            rproc_die(s, 3, rc, m);
-        if (rank != 0)
-            rproc_fetch(m, cfg, id, 0, s);
+        rproc_fetch(m, cfg, id, 0, 1, s);
     }
     s->t_done = clock_ns();
     muster_close(m);

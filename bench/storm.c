@@ -1,6 +1,7 @@
 /* Storm mode of the load generator: N simulated ranks connect at once, pass a barrier and
  * all end up holding the same 128-byte id, the way a job's ranks bootstrap NCCL.
- *   native, op barrier: hello + (rank 0: set the id) + barrier(N) in one write; get(id).
+ *   native, op barrier: hello + (rank 0: set the id) + barrier(N, fetch the id) in one write:
+ *                       the release answers every rank with the id.
  *   native, op join:    hello + rdzv_join(min = max = N) in one write; rank 0 sets the id,
  *                       the rest get(id, wait).
  *   TCPStore:           add(arrived); the N-th arrival sets go; wait(go); rank 0 sets the id,
@@ -36,11 +37,12 @@ struct storm {
 };
 
 /* Build one step template. */
-static int storm_tmpl(struct storm *S, int which, enum lg_op op, const char *key, size_t vsize, uint8_t vbyte, int wait)
+static int storm_tmpl(struct storm *S, int which, enum lg_op op, const char *key, size_t vsize, uint8_t vbyte, int wait,
+                      const char *fetch)
 {
     const struct lg_cfg *cfg = &S->lg->cfg;
     struct opspec spec = {.op = op, .key = key, .count = cfg->conns, .timeout_ms = cfg->timeout_ms,
-                          .value_size = vsize, .value_byte = vbyte, .wait = wait};
+                          .value_size = vsize, .value_byte = vbyte, .wait = wait, .fetch = fetch};
     return lg_tmpl(S->lg, &spec, &S->t[which]);
 }
 
@@ -48,24 +50,24 @@ static int storm_tmpl(struct storm *S, int which, enum lg_op op, const char *key
 static int storm_templates(struct storm *S)
 {
     const struct lg_cfg *cfg = &S->lg->cfg;
-    char k[4][128];
+    char k[4][128], id[140];
     snprintf(k[0], sizeof k[0], "%sid", cfg->key_prefix);
     snprintf(k[1], sizeof k[1], "%sgo", cfg->key_prefix);
     snprintf(k[2], sizeof k[2], "%sarrived", cfg->key_prefix);
     snprintf(k[3], sizeof k[3], "%snode", cfg->key_prefix);
-    int rc = storm_tmpl(S, T_SETID, OP_SET, k[0], cfg->value_size, 'I', 0);
+    snprintf(id, sizeof id, "%s00000000", k[0]); /* the id key as rank 0 writes it (number 0) */
+    int rc = storm_tmpl(S, T_SETID, OP_SET, k[0], cfg->value_size, 'I', 0, NULL);
     if (cfg->proto == PROTO_NATIVE) {
-        rc |= storm_tmpl(S, T_GETID, OP_GET, k[0], 0, 0, 0);
-        rc |= storm_tmpl(S, T_GETWAIT, OP_GET, k[0], 0, 0, 1);
-        rc |= cfg->op == OP_JOIN ? storm_tmpl(S, T_JOIN, OP_JOIN, k[3], 0, 0, 0)
-                                 : storm_tmpl(S, T_BARRIER, OP_BARRIER, k[1], 0, 0, 0);
+        rc |= storm_tmpl(S, T_GETWAIT, OP_GET, k[0], 0, 0, 1, NULL);
+        rc |= cfg->op == OP_JOIN ? storm_tmpl(S, T_JOIN, OP_JOIN, k[3], 0, 0, 0, NULL)
+                                 : storm_tmpl(S, T_BARRIER, OP_BARRIER, k[1], 0, 0, 0, id);
         return rc || (cfg->op != OP_JOIN && cfg->op != OP_BARRIER) ? -1 : 0;
     }
-    rc |= storm_tmpl(S, T_GETID, OP_GET, k[0], 0, 0, 0);
-    rc |= storm_tmpl(S, T_ADD, OP_ADD, k[2], 0, 0, 0);
-    rc |= storm_tmpl(S, T_SETGO, OP_SET, k[1], 1, '1', 0);
-    rc |= storm_tmpl(S, T_WAITGO, OP_WAIT, k[1], 0, 0, 0);
-    rc |= storm_tmpl(S, T_WAITID, OP_WAIT, k[0], 0, 0, 0);
+    rc |= storm_tmpl(S, T_GETID, OP_GET, k[0], 0, 0, 0, NULL);
+    rc |= storm_tmpl(S, T_ADD, OP_ADD, k[2], 0, 0, 0, NULL);
+    rc |= storm_tmpl(S, T_SETGO, OP_SET, k[1], 1, '1', 0, NULL);
+    rc |= storm_tmpl(S, T_WAITGO, OP_WAIT, k[1], 0, 0, 0, NULL);
+    rc |= storm_tmpl(S, T_WAITID, OP_WAIT, k[0], 0, 0, 0, NULL);
     return rc || cfg->op != OP_BARRIER ? -1 : 0;
 }
 
@@ -176,10 +178,10 @@ static void storm_native(struct storm *S, struct lconn *c, const struct reply *r
         storm_step(S, c, T_SETID, SS_SETID);
     else if (c->state == SS_ARRIVE && S->lg->cfg.op == OP_JOIN)
         storm_step(S, c, T_GETWAIT, SS_GET);
-    else if (c->state == SS_ARRIVE && c->idx == 0)
-        storm_finish(S, c);
+    else if (c->state == SS_ARRIVE && storm_id_ok(S, r))
+        storm_finish(S, c); /* the barrier's release carried the id */
     else if (c->state == SS_ARRIVE)
-        storm_step(S, c, T_GETID, SS_GET);
+        storm_fail(S, c, "barrier released without the id");
     else if (c->state == SS_SETID)
         storm_finish(S, c);
     else if (c->state == SS_GET && storm_id_ok(S, r))

@@ -99,6 +99,8 @@ static int wire_fill(Muster__Request *req, const struct opspec *spec, char *key,
         m->name = key;
         m->count = spec->count;
         m->timeout_ms = spec->timeout_ms;
+        if (spec->fetch)
+            m->fetch = (char *)spec->fetch;
         req->op_case = MUSTER__REQUEST__OP_BARRIER;
         req->barrier = m;
         return 0;
@@ -239,9 +241,16 @@ static void wire_result(int field, const uint8_t *p, size_t n, struct reply *r)
     if (field == MUSTER__RESPONSE__RESULT_GET && wire_find(p, n, 1, &v, &s, &sl) > 0) {
         r->val = s;
         r->vlen = sl;
-    } else if ((field == MUSTER__RESPONSE__RESULT_ADD || field == MUSTER__RESPONSE__RESULT_BARRIER) &&
-               wire_find(p, n, 1, &v, &s, &sl) > 0) {
+    } else if (field == MUSTER__RESPONSE__RESULT_ADD && wire_find(p, n, 1, &v, &s, &sl) > 0) {
         r->num = (int64_t)v;
+    } else if (field == MUSTER__RESPONSE__RESULT_BARRIER) {
+        /* BarrierRes: round (1), and the fetched value (4) when one was asked for */
+        if (wire_find(p, n, 1, &v, &s, &sl) > 0)
+            r->num = (int64_t)v;
+        if (wire_find(p, n, 4, &v, &s, &sl) > 0) {
+            r->val = s;
+            r->vlen = sl;
+        }
     } else if (field == MUSTER__RESPONSE__RESULT_RDZV_JOIN && wire_find(p, n, 1, &v, &s, &sl) > 0) {
         /* RdzvJoinRes.assignment.rank_start (field 4); absent means rank 0. */
         const uint8_t *a = s;
