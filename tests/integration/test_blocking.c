@@ -219,6 +219,13 @@ static void t_barrier_fetch(const struct h_daemon *d)
         CHECK_EQ(muster_barrier_fetch(m, "blk/solo", 1, NULL, NULL, NULL, &round, 0), MUSTER_OK);
         CHECK_EQ(round, 2);
         CHECK_EQ(muster_barrier_fetch(m, "blk/solo", 1, "blk/id", NULL, NULL, &round, 0), MUSTER_EINVAL);
+        /* A fetch key over --max-key is refused like any key, before the arrival counts. */
+        static char big[9000];
+        memset(big, 'k', sizeof big - 1);
+        int err = muster_barrier_fetch(m, "blk/solo", 1, big, &val, NULL, &round, 0);
+        CHECK(err == MUSTER_ELIMIT || err == MUSTER_EBADREQ);
+        CHECK_EQ(muster_barrier_fetch(m, "blk/solo", 1, NULL, NULL, NULL, &round, 0), MUSTER_OK);
+        CHECK_EQ(round, 3);
     }
     muster_close(m);
 }
