@@ -1,7 +1,21 @@
-/* Client-side helpers shared by the tests of an --ha set: polling, reconnecting, writing until a status. */
+/* Helpers shared by the tests of an --ha set: the etcd cluster, polling, reconnecting, writing until a status. */
 #include "hha.h"
 
+#include <stdio.h>
 #include <time.h>
+
+/* Start the three-member etcd cluster and write the --ha URL; see hha.h. */
+int hha_cluster(struct hetcd *cluster, char *url, size_t n)
+{
+    if (!hetcd_available())
+        h_skip("etcd is not installed");
+    if (hetcd_start(cluster, 3) != 0) {
+        CHECK(!"etcd cluster started");
+        return -1;
+    }
+    snprintf(url, n, "etcd://%s/muster-test", cluster->endpoints);
+    return 0;
+}
 
 /* Sleep one polling step (awaiting a condition checked by the caller, always bounded). */
 void hha_step(void)

@@ -19,6 +19,7 @@
 #include "harness.h"
 #include "hclient.h"
 #include "hetcd.h"
+#include "hha.h"
 
 /* The lease every daemon of the set uses, ms. */
 #define TTL_MS 2000
@@ -351,13 +352,8 @@ out:
 int main(void)
 {
     h_init("client-failover", 100);
-    if (!hetcd_available())
-        h_skip("etcd is not installed");
-    if (hetcd_start(&cluster, 3) != 0) {
-        CHECK(!"etcd cluster started");
+    if (hha_cluster(&cluster, ha_url, sizeof ha_url) != 0)
         return h_finish();
-    }
-    snprintf(ha_url, sizeof ha_url, "etcd://%s/muster-test", cluster.endpoints);
     CHECK_EQ(start(&da), 0);
     muster_t *ma = hc_connect(&da, "ha", NULL);
     CHECK_EQ(set_until(ma, MUSTER_OK, 5000), MUSTER_OK); /* alone, a wins */

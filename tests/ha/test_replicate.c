@@ -255,13 +255,8 @@ static void t_replicate(void *unused)
 int main(void)
 {
     h_init("replicate", 150);
-    if (!hetcd_available())
-        h_skip("etcd is not installed");
-    if (hetcd_start(&cluster, 3) != 0) {
-        CHECK(!"etcd cluster started");
+    if (hha_cluster(&cluster, ha_url, sizeof ha_url) != 0)
         return h_finish();
-    }
-    snprintf(ha_url, sizeof ha_url, "etcd://%s/muster-test", cluster.endpoints);
     H_RUN(t_replicate, NULL);
     hetcd_stop(&cluster);
     return h_finish();
