@@ -526,15 +526,10 @@ static void conn_input(struct conn_io *io, const uint8_t *buf, size_t n)
         evbuffer_drain(io->in, evbuffer_get_length(io->in)); /* closing: input is discarded */
         return;
     }
-    if (buf && evbuffer_get_length(io->in) == 0) {
+    if (buf)
         conn_process_direct(c, buf, n);
-        return;
-    }
-    if (buf && evbuffer_add(io->in, buf, n) != 0) {
-        conn_close(c, "out of memory");
-        return;
-    }
-    conn_process(c);
+    else
+        conn_process(c);
 }
 
 /* Output was written out (or nothing was queued): finish a close, or resume a paused reader. */

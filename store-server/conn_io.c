@@ -70,8 +70,15 @@ static void conn_io_read_cb(evutil_socket_t fd, short what, void *arg)
             return;
         }
     }
+    /* Bytes behind a partial request join it in the input buffer; otherwise the owner takes them
+     * straight from buf and keeps only what it does not consume. */
+    int direct = n > 0 && evbuffer_get_length(io->in) == 0;
+    if (n > 0 && !direct && evbuffer_add(io->in, buf, (size_t)n) != 0) {
+        io->ops->closed(io, 1, "out of memory");
+        return;
+    }
     io->busy = 1;
-    io->ops->input(io, n > 0 ? buf : NULL, n > 0 ? (size_t)n : 0);
+    io->ops->input(io, direct ? buf : NULL, direct ? (size_t)n : 0);
     io->busy = 0;
     conn_io_flush(io);
     if (n == 0 && !io->dead)

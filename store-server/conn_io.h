@@ -15,7 +15,8 @@ struct evbuffer;
 
 /* What the owner of a connection's I/O (conn.c, tcpstore.c) is told. */
 struct conn_io_ops {
-    /* Handle input: buf, n bytes just read with the input buffer left to the owner, or NULL: what it holds. */
+    /* Handle input: buf, n bytes just read while the input buffer is empty (the owner keeps what it does
+     * not consume), or NULL: what the input buffer holds. */
     void (*input)(struct conn_io *io, const uint8_t *buf, size_t n);
     /* Output was written out (or nothing was queued): act on the new level. */
     void (*written)(struct conn_io *io);

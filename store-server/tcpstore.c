@@ -324,7 +324,7 @@ static void tcpstore_input(struct conn_io *io, const uint8_t *buf, size_t n)
         evbuffer_drain(io->in, evbuffer_get_length(io->in)); /* closing: input is discarded */
         return;
     }
-    if (buf && evbuffer_get_length(io->in) == 0) {
+    if (buf) {
         /* Nothing left over: decode straight from the receive buffer, keep only what is not taken. */
         struct ts_src span = {buf, n, NULL};
         tcpstore_process(c, &span);
@@ -332,10 +332,6 @@ static void tcpstore_input(struct conn_io *io, const uint8_t *buf, size_t n)
             tcpstore_close(c, "out of memory");
     } else {
         struct ts_src queued = {NULL, 0, io->in};
-        if (buf && evbuffer_add(io->in, buf, n) != 0) {
-            tcpstore_close(c, "out of memory");
-            return;
-        }
         tcpstore_process(c, &queued);
     }
     /* Input held back behind a parked request stops being read past --tcpstore-max-request, or
