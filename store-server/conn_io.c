@@ -14,6 +14,13 @@
  *
  * TLS connections (native only) keep bufferevent_openssl, whose read and
  * write callbacks land in the same owner callbacks.
+ *
+ * While reading is off (backpressure, or input held behind a parked
+ * request) the socket is still watched for the peer's close (EV_CLOSED,
+ * EPOLLRDHUP), so a client that gives up is noticed at once and its
+ * connection, fd and parked requests are released instead of lingering
+ * until the daemon exits.  A half-close (shutdown of the client's write
+ * side) counts as a close there: no request sent after it could be read.
  */
 #include "conn_io.h"
 
@@ -34,6 +41,12 @@
 #define CONN_IO_CHUNK (64 * 1024)
 /* Input read ahead of the frame being waited for; past it, reading waits until frames are handled. */
 #define CONN_IO_READ_AHEAD (256 * 1024)
+
+/* Input read ahead of the frame being waited for before reading waits. */
+static size_t conn_io_ahead(const struct conn_io *io)
+{
+    return io->ahead ? io->ahead : CONN_IO_READ_AHEAD;
+}
 
 /* Write what the output holds, then keep the write event added exactly while bytes remain. */
 static void conn_io_flush(struct conn_io *io)
@@ -93,6 +106,23 @@ static void conn_io_write_cb(evutil_socket_t fd, short what, void *arg)
     conn_io_flush(arg);
 }
 
+/* The peer closed (or the socket failed) while reading was off. */
+static void conn_io_close_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn_io *io = arg;
+    if (!io->dead)
+        io->ops->closed(io, 0, "peer closed while its input was held");
+}
+
+/* Create the close watch on fd; 0 or -1. */
+static int conn_io_open_cev(struct conn_io *io, struct server *srv, int fd)
+{
+    io->cev = event_new(srv->base, fd, EV_CLOSED | EV_PERSIST, conn_io_close_cb, io);
+    return io->cev ? 0 : -1;
+}
+
 /* Held output became durable and was appended to the output buffer: send it. */
 static void conn_io_hold_kick(struct persist_hold *h)
 {
@@ -131,12 +161,16 @@ static int conn_io_open_tls(struct conn_io *io, struct server *srv, int fd)
 {
     if (!(io->bev = tls_bufferevent(srv, fd)))
         return -1;
+    if (conn_io_open_cev(io, srv, fd) != 0) {
+        bufferevent_free(io->bev);
+        return -1;
+    }
     io->fd = -1;
     io->in = bufferevent_get_input(io->bev);
     io->out = bufferevent_get_output(io->bev);
     bufferevent_setcb(io->bev, conn_io_bev_read_cb, conn_io_bev_write_cb, conn_io_bev_event_cb, io);
     bufferevent_setwatermark(io->bev, EV_WRITE, srv->opt.max_output / 2, 0);
-    bufferevent_setwatermark(io->bev, EV_READ, io->want, io->want + CONN_IO_READ_AHEAD);
+    bufferevent_setwatermark(io->bev, EV_READ, io->want, io->want + conn_io_ahead(io));
     return 0;
 }
 
@@ -151,10 +185,11 @@ int conn_io_open(struct conn_io *io, struct server *srv, int fd, int tls, const 
     io->out = evbuffer_new();
     io->rev = event_new(srv->base, fd, EV_READ | EV_PERSIST, conn_io_read_cb, io);
     io->wev = event_new(srv->base, fd, EV_WRITE | EV_PERSIST, conn_io_write_cb, io);
+    conn_io_open_cev(io, srv, fd);
     io->hold.out = io->out;
     io->hold.kick = conn_io_hold_kick;
     io->hold.fd = fd;
-    if (io->in && io->out && io->rev && io->wev)
+    if (io->in && io->out && io->rev && io->wev && io->cev)
         return 0;
     conn_io_free(io);
     return -1;
@@ -163,6 +198,8 @@ int conn_io_open(struct conn_io *io, struct server *srv, int fd, int tls, const 
 /* Release io and close its socket. */
 void conn_io_free(struct conn_io *io)
 {
+    if (io->cev)
+        event_free(io->cev);
     if (io->bev) {
         bufferevent_free(io->bev);
         return;
@@ -191,6 +228,8 @@ void conn_io_start(struct conn_io *io)
 void conn_io_stop(struct conn_io *io)
 {
     io->dead = 1;
+    if (io->cev)
+        event_del(io->cev);
     if (io->bev) {
         bufferevent_disable(io->bev, EV_READ | EV_WRITE);
         return;
@@ -203,6 +242,9 @@ void conn_io_stop(struct conn_io *io)
 /* Turn reading from the socket on or off (backpressure). */
 void conn_io_reading(struct conn_io *io, int on)
 {
+    if (io->dead)
+        return;
+    on ? event_del(io->cev) : event_add(io->cev, NULL);
     if (io->bev)
         on ? bufferevent_enable(io->bev, EV_READ) : bufferevent_disable(io->bev, EV_READ);
     else if (on)
@@ -237,13 +279,23 @@ void conn_io_want(struct conn_io *io, size_t want)
     io->want = want;
     /* A bufferevent calls back only past the low watermark and stops reading at the high one. */
     if (io->bev)
-        bufferevent_setwatermark(io->bev, EV_READ, want, want + CONN_IO_READ_AHEAD);
+        bufferevent_setwatermark(io->bev, EV_READ, want, want + conn_io_ahead(io));
+}
+
+/* Let the input grow to bytes ahead of the frame being waited for before reading waits (0: the default). */
+void conn_io_read_ahead(struct conn_io *io, size_t bytes)
+{
+    if (io->ahead == bytes)
+        return;
+    io->ahead = bytes;
+    if (io->bev)
+        bufferevent_setwatermark(io->bev, EV_READ, io->want, io->want + conn_io_ahead(io));
 }
 
 /* Whether the input holds as much as is read ahead of the frame being waited for (reading then waits). */
 int conn_io_full(const struct conn_io *io)
 {
-    return evbuffer_get_length(io->in) >= io->want + CONN_IO_READ_AHEAD;
+    return evbuffer_get_length(io->in) >= io->want + conn_io_ahead(io);
 }
 
 /* The connection is closing once its output is out: decide on a later turn (the output may be empty). */

@@ -29,12 +29,14 @@ struct conn_io {
     const struct conn_io_ops *ops;
     struct bufferevent *bev;   /* TLS connections only */
     struct event *rev, *wev;   /* plain connections: persistent read; write while output is left */
+    struct event *cev;         /* the peer's close (EPOLLRDHUP), watched while reading is off */
     struct evbuffer *in, *out; /* input not yet handled, output not yet written (a bufferevent's own with TLS) */
     int fd;                    /* plain connections' socket */
     int busy;                  /* inside its read callback: replies are written once at its end */
     int writing;               /* wev is added */
     int dead;                  /* stopped for good: no callback acts any more */
     size_t want;               /* bytes the input must hold before the next frame can be handled */
+    size_t ahead;              /* input read ahead of that frame before reading waits (0: the default) */
     struct persist_hold hold;  /* replies waiting for the log to be durable (persist.c) */
 };
 
@@ -54,6 +56,8 @@ void conn_io_kick(struct conn_io *io);
 void conn_io_again(struct conn_io *io);
 /* The input must hold want bytes before the next frame can be handled. */
 void conn_io_want(struct conn_io *io, size_t want);
+/* Let the input grow to bytes ahead of the frame being waited for before reading waits (0: the default). */
+void conn_io_read_ahead(struct conn_io *io, size_t bytes);
 /* Whether the input holds as much as is read ahead of the frame being waited for (reading then waits). */
 int conn_io_full(const struct conn_io *io);
 /* The connection is closing once its output is out: decide on a later turn (the output may be empty). */

@@ -114,7 +114,7 @@ static const struct opt_row opt_rows[] = {
     {"tcpstore-max-keys-per-request", "MUSTER_TCPSTORE_MAX_KEYS_PER_REQUEST", OPT_UINT, UNIT_COUNT, "128K",
      OFF(tcpstore_max_keys), "keys in one TCPStore check/wait/multi_get/multi_set", STAT_TS_LIMIT_KEYS, U32, 0},
     {"tcpstore-max-request", "MUSTER_TCPSTORE_MAX_REQUEST", OPT_UINT, UNIT_BYTES, "64M", OFF(tcpstore_max_request),
-     "bytes of one TCPStore request, and of input held unread behind a parked one", STAT_TS_LIMIT_REQUEST, NOCAP, 0},
+     "bytes of one TCPStore request, and of input held unread behind a parked one (more closes it)", STAT_TS_LIMIT_REQUEST, NOCAP, 0},
     {"tcpstore-validate-timeout", "MUSTER_TCPSTORE_VALIDATE_TIMEOUT", OPT_UINT, UNIT_MS, "10000",
      OFF(tcpstore_validate_timeout),
      "close a TCPStore connection whose first request is still incomplete this long after its first byte (0 = "

@@ -16,7 +16,8 @@
  * CANCEL_WAIT, never pipelining) that sends anything has given up on its
  * wait, which is then dropped without an answer.  --tcpstore-max-request
  * bounds one request (checked as it is decoded, tcpstore_parse.c) and the
- * input a parked request holds back (reading stops there).  A request
+ * input a parked request holds back (reading goes on, so a close is seen;
+ * more input than that closes the connection, counted).  A request
  * that cannot be served closes its connection (the protocol has no error
  * reply), counted.
  */
@@ -59,10 +60,10 @@ static void tcpstore_set_state(struct ts_conn *c, enum ts_state s)
     c->state_ms = conn_now_ms();
 }
 
-/* Read from the socket exactly while c is neither paused by backpressure nor stalled behind a park. */
+/* Read from the socket exactly while c is not paused by backpressure. */
 static void tcpstore_reading(struct ts_conn *c)
 {
-    conn_io_reading(&c->io, !c->paused && !c->stalled);
+    conn_io_reading(&c->io, !c->paused);
 }
 
 /* Queue raw bytes on c's output; a client that stops reading stops being read. */
@@ -316,6 +317,27 @@ static struct ts_conn *tcpstore_of(struct conn_io *io)
     return (struct ts_conn *)((char *)io - offsetof(struct ts_conn, io));
 }
 
+/* Input behind a parked request keeps being read, so a client that closes is always seen (its FIN
+ * cannot arrive through a full receive window), up to --tcpstore-max-request: more closes c, counted.
+ * Torch clients send nothing behind a wait but CANCEL_WAIT; only a hostile one gets near the bound. */
+static void tcpstore_hold_check(struct ts_conn *c)
+{
+    uint64_t max = c->ts->srv->opt.tcpstore_max_request;
+    if (!tcpstore_live(c))
+        return;
+    if (!c->park) {
+        conn_io_read_ahead(&c->io, 0);
+        return;
+    }
+    if (evbuffer_get_length(c->io.in) > max) {
+        tcpstore_fail(c, STAT_TS_LIMIT_REQUEST, "more than %llu bytes sent behind a parked request",
+                      (unsigned long long)max);
+        return;
+    }
+    /* Past the bound, not at it: the close above comes before reading would ever wait. */
+    conn_io_read_ahead(&c->io, max + 1);
+}
+
 /* Handle input (buf, n bytes just read, or NULL: what the input buffer holds). */
 static void tcpstore_input(struct conn_io *io, const uint8_t *buf, size_t n)
 {
@@ -334,14 +356,7 @@ static void tcpstore_input(struct conn_io *io, const uint8_t *buf, size_t n)
         struct ts_src queued = {NULL, 0, io->in};
         tcpstore_process(c, &queued);
     }
-    /* Input held back behind a parked request stops being read past --tcpstore-max-request, or
-     * past conn_io's read-ahead, where the socket would otherwise stay readable with nothing
-     * taken from it (a busy loop); reading resumes once the park ends. */
-    int stall = c->park && (conn_io_full(io) || evbuffer_get_length(io->in) >= c->ts->srv->opt.tcpstore_max_request);
-    if (stall != c->stalled && tcpstore_live(c)) {
-        c->stalled = stall;
-        tcpstore_reading(c);
-    }
+    tcpstore_hold_check(c);
 }
 
 /* Output was written out (or nothing was queued): finish a close, or resume a paused reader. */

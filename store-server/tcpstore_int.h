@@ -114,7 +114,6 @@ struct ts_conn {
     enum ts_era era;
     int validated;       /* a first request completed */
     int paused;          /* reading stopped: output above --max-output */
-    int stalled;         /* reading stopped: a full input waits behind the parked request */
     uint64_t id;
     uint64_t first_rx_ms, paused_ms, state_ms;
     struct ts_req req;

@@ -1,0 +1,140 @@
+/*
+ * The lifecycle of TCPStore connections under musterd's connection bounds:
+ * a client that closes while its input is held unread behind a parked WAIT
+ * or BARRIER is noticed at once (its connection, fd and parked request are
+ * released and counted, so --max-connections is not exhausted by the
+ * dead), and the native connections' idle and slow-request timeouts apply
+ * to TCPStore connections too.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "raw.h"
+#include "tswire.h"
+
+#define T_MS 3000
+#define CLIENTS 4
+
+/* Poll a counter of d until it equals want or ms pass; the last value read. */
+static long long stat_becomes(struct h_daemon *d, const char *name, long long want, int ms)
+{
+    long long v = h_stat(d, name);
+    for (int64_t end = h_now_ms() + ms; v != want && h_now_ms() < end; v = h_stat(d, name)) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return v;
+}
+
+/* Send a parked request (WAIT on a key nobody sets, or a BARRIER) followed by more pipelined
+ * requests than the server reads ahead, from a child (the unread tail may block the sender). */
+static pid_t park_with_backlog(int fd, int barrier)
+{
+    enum { PINGS = 70000 }; /* 350 KB: past the 256 KiB read-ahead plus one 64 KiB read */
+    struct tsw_buf b = {0};
+    if (barrier) {
+        tsw_u8(&b, TSW_BARRIER);
+        tsw_str(&b, "/lifecycle-barrier");
+        tsw_u64(&b, 1000); /* a world size that is never reached */
+    } else {
+        tsw_u8(&b, TSW_WAIT);
+        tsw_u64(&b, 1);
+        tsw_str(&b, "/lifecycle-never");
+    }
+    for (uint32_t i = 0; i < PINGS; i++) {
+        tsw_u8(&b, TSW_PING);
+        tsw_u32(&b, i);
+    }
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(raw_send(fd, b.p, b.n) == 0 ? 0 : 1);
+    tsw_free(&b);
+    return pid;
+}
+
+/* Clients that close with a parked request and a held backlog free their slots: with
+ * --max-connections equal to their number, a new client gets in and is served. */
+static void t_close_while_held(void *arg)
+{
+    (void)arg;
+    struct h_daemon d;
+    const char *extra[] = {"--max-connections", "4", NULL};
+    uint16_t port = tsw_start(&d, extra);
+    CHECK(port);
+    if (!port)
+        return;
+    int fds[CLIENTS];
+    pid_t pids[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        fds[i] = tsw_open(port);
+        CHECK(fds[i] >= 0);
+        pids[i] = park_with_backlog(fds[i], i % 2);
+    }
+    for (int i = 0; i < CLIENTS; i++) {
+        int st = 0;
+        CHECK_EQ(waitpid(pids[i], &st, 0), pids[i]);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    CHECK(tsw_quiet(fds[0], 300)); /* parked: nothing is answered */
+    CHECK_EQ(h_stat(&d, "tcpstore_connections_current"), CLIENTS);
+    long long ab0 = h_stat(&d, "tcpstore_waits_abandoned");
+    for (int i = 0; i < CLIENTS; i++)
+        close(fds[i]);
+    CHECK_EQ(stat_becomes(&d, "tcpstore_connections_current", 0, T_MS), 0);
+    CHECK_EQ(h_stat(&d, "tcpstore_waits_abandoned"), ab0 + CLIENTS);
+    int fresh = tsw_open(port);
+    CHECK(fresh >= 0);
+    CHECK_EQ(tsw_req(fresh, TSW_SET, "/after", "ok", NULL), 0);
+    size_t n = 0;
+    CHECK_EQ(tsw_req(fresh, TSW_GET, "/after", NULL), 0);
+    char *v = tsw_blob(fresh, T_MS, &n);
+    CHECK(v && n == 2 && memcmp(v, "ok", 2) == 0);
+    free(v);
+    close(fresh);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
+/* Input held behind a parked request is bounded by --tcpstore-max-request: past it the connection is
+ * closed and counted, and other clients are served. */
+static void t_held_over_bound(void *arg)
+{
+    (void)arg;
+    struct h_daemon d;
+    const char *extra[] = {"--tcpstore-max-request", "100K", "--tcpstore-max-value", "64K", NULL};
+    uint16_t port = tsw_start(&d, extra);
+    CHECK(port);
+    if (!port)
+        return;
+    int fd = tsw_open(port);
+    pid_t pid = park_with_backlog(fd, 0);
+    CHECK(tsw_closed(fd, T_MS));
+    int st = 0;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    close(fd);
+    CHECK_EQ(h_stat(&d, "limit_tcpstore_request"), 1);
+    CHECK_EQ(stat_becomes(&d, "tcpstore_connections_current", 0, T_MS), 0);
+    int other = tsw_open(port);
+    CHECK_EQ(tsw_req(other, TSW_SET, "/other", "1", NULL), 0);
+    CHECK_EQ(tsw_req(other, TSW_GET, "/other", NULL), 0);
+    size_t n = 0;
+    char *v = tsw_blob(other, T_MS, &n);
+    CHECK(v && n == 1 && v[0] == '1');
+    free(v);
+    close(other);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
+int main(void)
+{
+    h_init("tcpstore-lifecycle", 120);
+    signal(SIGPIPE, SIG_IGN);
+    H_RUN(t_close_while_held, NULL);
+    H_RUN(t_held_over_bound, NULL);
+    return h_finish();
+}
