@@ -69,6 +69,24 @@ void conn_timer_at(struct event *timer, uint64_t at)
     evtimer_add(timer, &tv);
 }
 
+/* The sooner of two deadlines, where 0 is none. */
+uint64_t conn_sooner(uint64_t a, uint64_t b)
+{
+    return !a ? b : !b ? a : a < b ? a : b;
+}
+
+/* When the request incomplete in an input holding held bytes began: now, partial_ms, or 0 (none);
+ * last_done_ms is when the last whole request was taken. */
+uint64_t conn_partial_since(uint64_t partial_ms, uint64_t last_done_ms, size_t held)
+{
+    if (!held)
+        return 0;
+    /* A request finished after the incomplete one began: the bytes held now start a new one. */
+    if (!partial_ms || last_done_ms > partial_ms)
+        return conn_now_ms();
+    return partial_ms;
+}
+
 /* Whether frames can still be sent to c. */
 int conn_live(const struct conn *c)
 {
@@ -303,7 +321,8 @@ static uint64_t conn_deadline(const struct conn *c)
     case CONN_OPEN:
         if (c->paused)
             return c->paused_ms + o->slow_timeout;
-        return o->idle_timeout ? c->last_rx_ms + o->idle_timeout : 0;
+        return conn_sooner(o->idle_timeout ? c->last_rx_ms + o->idle_timeout : 0,
+                           c->partial_ms && o->request_timeout ? c->partial_ms + o->request_timeout : 0);
     case CONN_FLUSHING:
         return c->state_ms + (c->srv->draining ? o->drain_timeout : o->slow_timeout);
     case CONN_LINGER:
@@ -341,7 +360,16 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
         conn_close(c, "slow reader");
     } else if (c->state == CONN_HELLO) {
         stats_inc(&srv->stats, STAT_HELLO_TIMEOUT);
-        conn_fail(c, MUSTER__STATUS__TIMEOUT, "no hello within %llu ms", (unsigned long long)srv->opt.hello_timeout);
+        /* A TLS handshake that never finished cannot carry the error frame: the hello timeout bounds it. */
+        if (c->io.bev && !c->io.got_input)
+            conn_close(c, "TLS handshake not finished within the hello timeout");
+        else
+            conn_fail(c, MUSTER__STATUS__TIMEOUT, "no hello within %llu ms",
+                      (unsigned long long)srv->opt.hello_timeout);
+    } else if (c->partial_ms && srv->opt.request_timeout && c->partial_ms + srv->opt.request_timeout <= conn_now_ms()) {
+        stats_inc(&srv->stats, STAT_REQUEST_TIMEOUT);
+        conn_fail(c, MUSTER__STATUS__TIMEOUT, "frame incomplete for %llu ms",
+                  (unsigned long long)srv->opt.request_timeout);
     } else if (c->pending || c->rdzv || evbuffer_get_length(c->io.out)) {
         /* Silent but waiting on the server, or still taking output: not idle. */
         c->last_rx_ms = conn_now_ms();
@@ -530,6 +558,11 @@ static void conn_input(struct conn_io *io, const uint8_t *buf, size_t n)
         conn_process_direct(c, buf, n);
     else
         conn_process(c);
+    uint64_t partial = conn_partial_since(c->partial_ms, c->last_rx_ms, evbuffer_get_length(io->in));
+    if (partial != c->partial_ms && conn_live(c)) {
+        c->partial_ms = partial;
+        conn_arm(c);
+    }
 }
 
 /* Output was written out (or nothing was queued): finish a close, or resume a paused reader. */

@@ -44,6 +44,7 @@ struct conn {
     size_t nwatches;
     uint64_t session_id;
     uint64_t born_ms, last_rx_ms, paused_ms, state_ms;
+    uint64_t partial_ms; /* when the frame now incomplete in the input began, or 0 */
     void *rdzv;     /* rendezvous membership, owned by rdzv.c */
     struct sockaddr_in6 addr; /* the peer's address (an AF_INET one fits too) */
     char peer[64];  /* the same as text, formatted on first use: read it through conn_peer() */
@@ -83,5 +84,10 @@ void conn_free_all(struct server *srv);
 uint64_t conn_now_ms(void);
 /* Arm timer to fire at monotonic time at (ms), or disarm it when at is 0. */
 void conn_timer_at(struct event *timer, uint64_t at);
+/* The sooner of two deadlines, where 0 is none. */
+uint64_t conn_sooner(uint64_t a, uint64_t b);
+/* When the request incomplete in an input holding held bytes began: now, partial_ms, or 0 (none);
+ * last_done_ms is when the last whole request was taken. */
+uint64_t conn_partial_since(uint64_t partial_ms, uint64_t last_done_ms, size_t held);
 
 #endif

@@ -90,6 +90,7 @@ static void conn_io_read_cb(evutil_socket_t fd, short what, void *arg)
         io->ops->closed(io, 1, "out of memory");
         return;
     }
+    io->got_input |= n > 0;
     io->busy = 1;
     io->ops->input(io, direct ? buf : NULL, direct ? (size_t)n : 0);
     io->busy = 0;
@@ -134,6 +135,7 @@ static void conn_io_bev_read_cb(struct bufferevent *bev, void *arg)
 {
     (void)bev;
     struct conn_io *io = arg;
+    io->got_input = 1;
     io->ops->input(io, NULL, 0);
 }
 

@@ -35,6 +35,7 @@ struct conn_io {
     int busy;                  /* inside its read callback: replies are written once at its end */
     int writing;               /* wev is added */
     int dead;                  /* stopped for good: no callback acts any more */
+    int got_input;             /* some input arrived (with TLS: the handshake finished) */
     size_t want;               /* bytes the input must hold before the next frame can be handled */
     size_t ahead;              /* input read ahead of that frame before reading waits (0: the default) */
     struct persist_hold hold;  /* replies waiting for the log to be durable (persist.c) */

@@ -41,6 +41,7 @@
     X(LIMIT_OUTPUT, "limit_output")                       \
     X(OUTPUT_PAUSED, "output_paused")                     \
     X(IDLE_CLOSED, "idle_closed")                         \
+    X(REQUEST_TIMEOUT, "request_timeout")                 \
     X(WAITS_PARKED, "waits_parked")                       \
     X(WAITERS_CURRENT, "waiters_current")                 \
     X(WAITS_WOKEN, "waits_woken")                         \

@@ -205,9 +205,10 @@ static uint64_t tcpstore_deadline(const struct ts_conn *c)
         return c->paused_ms + o->slow_timeout;
     /* A connection that has sent nothing is left alone: torch 1.x opens a
      * second one per store that stays silent unless watchKey is used. */
-    if (!c->validated && c->first_rx_ms && o->tcpstore_validate_timeout)
-        return c->first_rx_ms + o->tcpstore_validate_timeout;
-    return 0;
+    if (!c->validated)
+        return c->first_rx_ms && o->tcpstore_validate_timeout ? c->first_rx_ms + o->tcpstore_validate_timeout : 0;
+    return conn_sooner(o->idle_timeout ? c->last_rx_ms + o->idle_timeout : 0,
+                       c->partial_ms && o->request_timeout ? c->partial_ms + o->request_timeout : 0);
 }
 
 /* (Re)arm c's timer for its next deadline. */
@@ -234,6 +235,15 @@ static void tcpstore_timer_cb(evutil_socket_t fd, short what, void *arg)
     } else if (!c->validated) {
         tcpstore_fail(c, STAT_TS_VALIDATE_TIMEOUT, "first request not complete within %llu ms",
                       (unsigned long long)c->ts->srv->opt.tcpstore_validate_timeout);
+    } else if (c->partial_ms && c->partial_ms + c->ts->srv->opt.request_timeout <= conn_now_ms()) {
+        tcpstore_fail(c, STAT_REQUEST_TIMEOUT, "request incomplete for %llu ms",
+                      (unsigned long long)c->ts->srv->opt.request_timeout);
+    } else if (c->park || evbuffer_get_length(c->io.out)) {
+        /* Silent but waiting on the server, or still taking output: not idle. */
+        c->last_rx_ms = conn_now_ms();
+        tcpstore_arm(c);
+    } else {
+        tcpstore_fail(c, STAT_IDLE_CLOSED, "idle for %llu ms", (unsigned long long)c->ts->srv->opt.idle_timeout);
     }
 }
 
@@ -268,6 +278,7 @@ static int tcpstore_while_parked(struct ts_conn *c, const struct ts_src *src)
 /* Handle the request just decoded and make room for the next. */
 static void tcpstore_request(struct ts_conn *c)
 {
+    c->last_rx_ms = conn_now_ms();
     if (!c->validated) {
         c->validated = 1;
         tcpstore_arm(c);
@@ -338,6 +349,17 @@ static void tcpstore_hold_check(struct ts_conn *c)
     conn_io_read_ahead(&c->io, max + 1);
 }
 
+/* Note when the request now incomplete began (input behind a parked request is bounded by size instead). */
+static void tcpstore_note_partial(struct ts_conn *c)
+{
+    size_t held = c->park ? 0 : evbuffer_get_length(c->io.in) + (c->req.op >= 0);
+    uint64_t partial = conn_partial_since(c->partial_ms, c->last_rx_ms, held);
+    if (partial != c->partial_ms && tcpstore_live(c)) {
+        c->partial_ms = partial;
+        tcpstore_arm(c);
+    }
+}
+
 /* Handle input (buf, n bytes just read, or NULL: what the input buffer holds). */
 static void tcpstore_input(struct conn_io *io, const uint8_t *buf, size_t n)
 {
@@ -357,6 +379,7 @@ static void tcpstore_input(struct conn_io *io, const uint8_t *buf, size_t n)
         tcpstore_process(c, &queued);
     }
     tcpstore_hold_check(c);
+    tcpstore_note_partial(c);
 }
 
 /* Output was written out (or nothing was queued): finish a close, or resume a paused reader. */

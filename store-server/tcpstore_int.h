@@ -108,7 +108,7 @@ struct ts_park;
 struct ts_conn {
     struct conn_io io;   /* socket, buffers, events and held replies (conn_io.c) */
     struct tcpstore *ts;
-    struct event *timer; /* first-request and slow-reader deadlines, flush bound, deferred free */
+    struct event *timer; /* request, idle and slow-reader deadlines, flush bound, deferred free */
     struct ts_conn *prev, *next;
     enum ts_state state;
     enum ts_era era;
@@ -116,6 +116,8 @@ struct ts_conn {
     int paused;          /* reading stopped: output above --max-output */
     uint64_t id;
     uint64_t first_rx_ms, paused_ms, state_ms;
+    uint64_t last_rx_ms; /* when the last whole request was taken */
+    uint64_t partial_ms; /* when the request now incomplete began, or 0 */
     struct ts_req req;
     struct ts_park *park; /* the parked WAIT or BARRIER, or NULL */
     struct sockaddr_in6 addr; /* the peer's address (an AF_INET one fits too) */

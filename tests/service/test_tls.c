@@ -6,7 +6,8 @@
  * certificate, one whose certificate another CA signed, and one that does
  * not trust the server's CA are all refused, without retrying for the whole
  * deadline; the refusals are counted; the startup line says which
- * listener is unauthenticated.
+ * listener is unauthenticated.  A handshake that never finishes is closed
+ * at the hello timeout.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,10 @@
 
 #include "hclient.h"
 #include "hhttp.h"
+#include "raw.h"
+
+/* The daemon's --hello-timeout here: short, so a stalled handshake is closed soon. */
+#define HELLO_MS 1500
 
 static struct h_daemon d;
 static char pki[4200];
@@ -131,6 +136,25 @@ static void t_urls(void *arg)
     CHECK_EQ(muster_url_parse("tcp://h?ca=a&ca=b", &u), MUSTER_EURL);
 }
 
+/* A client that starts a TLS handshake and never finishes it is closed at --hello-timeout, not after the
+ * slow-reader timeout on top (30 s by default), and counted. */
+static void t_handshake_bound(void *arg)
+{
+    (void)arg;
+    long long before = h_stat(&d, "hello_timeout");
+    int fd = raw_connect(tls_port);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    const unsigned char start[] = {0x16, 0x03, 0x01, 0x02, 0x00}; /* a ClientHello record header, no body */
+    CHECK_EQ(raw_send(fd, start, sizeof start), 0);
+    int64_t t0 = h_now_ms();
+    CHECK(raw_await_close(fd, HELLO_MS + 3000));
+    CHECK(h_now_ms() - t0 < HELLO_MS + 3000);
+    close(fd);
+    CHECK_EQ(h_stat(&d, "hello_timeout"), before + 1);
+}
+
 /* Run every case against its own daemon(s); the exit status says whether all checks passed. */
 int main(void)
 {
@@ -147,10 +171,14 @@ int main(void)
     snprintf(key, sizeof key, "%s/server.key", pki);
     snprintf(ca, sizeof ca, "%s/ca.pem", pki);
     const char *listen = "127.0.0.1:0";
-    const char *extra[] = {"--tls-listen", listen, "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca, NULL};
+    char hello_ms[16];
+    snprintf(hello_ms, sizeof hello_ms, "%d", HELLO_MS);
+    const char *extra[] = {"--tls-listen", listen, "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca,
+                           "--hello-timeout", hello_ms, NULL};
     if (h_start(&d, extra) == 0 && (tls_port = tls_port_from_log()) != 0) {
         H_RUN(t_trusted, NULL);
         H_RUN(t_refused, NULL);
+        H_RUN(t_handshake_bound, NULL);
         CHECK_EQ(h_stop(&d), 0);
         FILE *fp = fopen(d.log, "r");
         char line[2048];

@@ -3,8 +3,8 @@
  * a client that closes while its input is held unread behind a parked WAIT
  * or BARRIER is noticed at once (its connection, fd and parked request are
  * released and counted, so --max-connections is not exhausted by the
- * dead), and the native connections' idle and slow-request timeouts apply
- * to TCPStore connections too.
+ * dead), and the native connections' idle and request timeouts apply to
+ * TCPStore connections too.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -130,11 +130,59 @@ static void t_held_over_bound(void *arg)
     CHECK_EQ(h_stop(&d), 0);
 }
 
+/* --idle-timeout and --request-timeout apply to TCPStore connections as to native ones: a silent
+ * connection after its requests is closed, as is one whose request stays incomplete, each counted; a
+ * parked WAIT is not idle, and a connection that never sent a byte (torch 1.x's second socket) is
+ * left alone. */
+static void t_timeouts(void *arg)
+{
+    (void)arg;
+    enum { MS = 600 };
+    struct h_daemon d;
+    const char *extra[] = {"--idle-timeout", "600", "--request-timeout", "600", NULL};
+    uint16_t port = tsw_start(&d, extra);
+    CHECK(port);
+    if (!port)
+        return;
+    int idle = tsw_open(port), parked = tsw_open(port), half = tsw_open(port), silent = tsw_connect(port);
+    int64_t t0 = h_now_ms();
+    CHECK_EQ(tsw_req(idle, TSW_SET, "/idle", "1", NULL), 0);
+    struct tsw_buf b = {0};
+    tsw_u8(&b, TSW_WAIT);
+    tsw_u64(&b, 1);
+    tsw_str(&b, "/later");
+    CHECK_EQ(tsw_send(parked, &b), 0);
+    tsw_free(&b);
+    tsw_u8(&b, TSW_SET);
+    tsw_u64(&b, 10);
+    tsw_raw(&b, "/hal", 4); /* 4 of the key's 10 bytes, then nothing */
+    CHECK_EQ(tsw_send(half, &b), 0);
+    tsw_free(&b);
+    CHECK(tsw_closed(idle, 3 * MS));
+    CHECK(tsw_closed(half, 3 * MS));
+    CHECK(h_now_ms() - t0 < 3 * MS);
+    CHECK_EQ(h_stat(&d, "idle_closed"), 1);
+    CHECK_EQ(h_stat(&d, "request_timeout"), 1);
+    CHECK(tsw_quiet(parked, 2 * MS)); /* still parked, not closed */
+    int setter = tsw_open(port);
+    CHECK_EQ(tsw_req(setter, TSW_SET, "/later", "x", NULL), 0);
+    CHECK_EQ(tsw_byte(parked, 3 * MS), 0); /* STOP_WAITING */
+    CHECK(tsw_quiet(silent, 10)); /* no byte, no close */
+    CHECK_EQ(h_stat(&d, "tcpstore_connections_current"), 3);
+    close(idle);
+    close(parked);
+    close(half);
+    close(silent);
+    close(setter);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 int main(void)
 {
     h_init("tcpstore-lifecycle", 120);
     signal(SIGPIPE, SIG_IGN);
     H_RUN(t_close_while_held, NULL);
     H_RUN(t_held_over_bound, NULL);
+    H_RUN(t_timeouts, NULL);
     return h_finish();
 }
