@@ -138,6 +138,9 @@ void event_push(muster_t *m, Muster__Event *ev)
         return;
     }
     event_renumber(m, ev);
+    /* An ended watch is not registered again after a reconnect. */
+    if (ev->event_case == MUSTER__EVENT__EVENT_WATCH && ev->watch->kind == MUSTER__WATCH_EVENT__KIND__ENDED)
+        event_watch_remove(m, ev->watch->watch_id);
     if (m->ev_count >= EVENT_QUEUE_MAX) {
         struct event_node *old = event_pop(m);
         muster__event__free_unpacked(old->ev, NULL);
@@ -209,7 +212,9 @@ static void *event_dup(const void *p, size_t len)
 /* Fill e from a watch event; 0 or -1 on allocation failure. */
 static int event_from_watch(muster_event *e, const Muster__WatchEvent *w)
 {
-    e->kind = w->kind == MUSTER__WATCH_EVENT__KIND__DELETE ? MUSTER_EVENT_DELETE : MUSTER_EVENT_SET;
+    e->kind = w->kind == MUSTER__WATCH_EVENT__KIND__DELETE  ? MUSTER_EVENT_DELETE
+              : w->kind == MUSTER__WATCH_EVENT__KIND__ENDED ? MUSTER_EVENT_WATCH_ENDED
+                                                              : MUSTER_EVENT_SET;
     e->watch_id = w->watch_id;
     e->key = event_dup(w->key, strlen(w->key));
     if (e->kind == MUSTER_EVENT_SET) {

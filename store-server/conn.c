@@ -175,6 +175,13 @@ void conn_replyf(struct conn *c, uint64_t id, int status, const char *fmt, ...)
     conn_reply(c, id, status, msg, NULL);
 }
 
+/* Bytes queued for c and not yet written: the socket's output buffer plus frames held for the log. */
+size_t conn_output_len(const struct conn *c)
+{
+    size_t n = evbuffer_get_length(c->io.out);
+    return c->io.hold.held ? n + evbuffer_get_length(c->io.hold.held) : n;
+}
+
 /* Push a server event (no request id). */
 void conn_push_event(struct conn *c, const Muster__Event *ev)
 {

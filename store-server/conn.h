@@ -62,6 +62,8 @@ void conn_accept_tls(struct server *srv, int fd, const struct sockaddr *sa, sock
 void conn_reply(struct conn *c, uint64_t id, int status, const char *msg, const ProtobufCMessage *result);
 /* Send an error Response whose message is formatted. */
 void conn_replyf(struct conn *c, uint64_t id, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Bytes queued for c and not yet written (including frames held for the log). */
+size_t conn_output_len(const struct conn *c);
 /* Push a server event (no request id). */
 void conn_push_event(struct conn *c, const Muster__Event *ev);
 /* Send ServerFrame{error{status, msg}}, then close once it is flushed. */

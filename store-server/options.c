@@ -70,9 +70,11 @@ static const struct opt_row opt_rows[] = {
      0},
     {"max-watches", "MUSTER_MAX_WATCHES", OPT_UINT, UNIT_COUNT, "100000", OFF(max_watches),
      "watches across all connections", STAT_LIMIT_WATCHES, NOCAP, 0},
+    {"max-watches-per-conn", "MUSTER_MAX_WATCHES_PER_CONN", OPT_UINT, UNIT_COUNT, "1024", OFF(max_watches_per_conn),
+     "watches one connection may hold", STAT_LIMIT_WATCHES_PER_CONN, NOCAP, 0},
     {"max-output", "MUSTER_MAX_OUTPUT", OPT_UINT, UNIT_BYTES, "32M", OFF(max_output),
-     "output buffered per connection before its requests stop being read (at least max-frame)", STAT_LIMIT_OUTPUT,
-     NOCAP, 0},
+     "output buffered per connection before its requests stop being read (at least max-frame); a watch event "
+     "that would pass it ends the watch instead (counted as limit_watch_output)", STAT_LIMIT_OUTPUT, NOCAP, 0},
     {"slow-timeout", "MUSTER_SLOW_TIMEOUT", OPT_UINT, UNIT_MS, "30000", OFF(slow_timeout),
      "close a connection whose output stays above max-output this long", STAT_LIMIT_OUTPUT, U32, 0},
     {"hello-timeout", "MUSTER_HELLO_TIMEOUT", OPT_UINT, UNIT_MS, "10000", OFF(hello_timeout),

@@ -13,7 +13,7 @@ struct strlist {
 };
 
 /* Room for per-row bookkeeping (where each value came from). */
-#define OPTIONS_MAX_ROWS 56
+#define OPTIONS_MAX_ROWS 72
 
 struct options {
     struct strlist listen;
@@ -29,6 +29,7 @@ struct options {
     uint64_t max_namespaces;
     uint64_t max_waiters;
     uint64_t max_watches;
+    uint64_t max_watches_per_conn;
     uint64_t max_output;
     uint64_t slow_timeout;
     uint64_t hello_timeout;

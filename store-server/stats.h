@@ -36,6 +36,8 @@
     X(LIMIT_BYTES_PER_NS, "limit_bytes_per_ns")           \
     X(LIMIT_WAITERS, "limit_waiters")                     \
     X(LIMIT_WATCHES, "limit_watches")                     \
+    X(LIMIT_WATCHES_PER_CONN, "limit_watches_per_conn")   \
+    X(LIMIT_WATCH_OUTPUT, "limit_watch_output")           \
     X(LIMIT_NAMESPACES, "limit_namespaces")               \
     X(LIMIT_RESPONSE, "limit_response")                   \
     X(LIMIT_OUTPUT, "limit_output")                       \

@@ -71,6 +71,9 @@ static int sync_print_event(struct cli *c, const muster_event *ev)
     } else if (ev->kind == MUSTER_EVENT_SHUTDOWN) {
         cli_error(c, 0, "server shutting down: %s", ev->reason);
         return -1;
+    } else if (ev->kind == MUSTER_EVENT_WATCH_ENDED) {
+        cli_error(c, 0, "the server ended the watch: output was not read fast enough, changes were missed");
+        return -1;
     } else {
         return 0;
     }

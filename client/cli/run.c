@@ -344,6 +344,11 @@ static void run_on_event(struct run_ctx *c, const muster_event *ev)
         fprintf(stderr, RUN_TAG "the store is shutting down: %s\n", ev->reason ? ev->reason : "");
         c->lost = c->conn_lost = 1;
         break;
+    case MUSTER_EVENT_WATCH_ENDED:
+        /* The server dropped the watch (output left unread): run_finish watches and reads again. */
+        if (c->done_watch && ev->watch_id == c->done_watch)
+            c->done_watch = 0;
+        break;
     case MUSTER_EVENT_DELETE:
         break;
     }
@@ -570,6 +575,15 @@ static enum run_outcome run_finish(struct run_ctx *c, int rfd)
     enum run_outcome out;
     for (;;) {
         run_events(c);
+        if (!c->done_watch && !c->conn_lost) {
+            rc = muster_watch(c->m, key, &c->done_watch, 0);
+            if (rc == MUSTER_OK)
+                rc = muster_add(c->m, key, 0, &c->done_count, 0);
+            if (rc != MUSTER_OK) {
+                run_call_failed(c, "finishing", rc);
+                return RUN_LOST;
+            }
+        }
         if (c->sig) {
             out = RUN_SIGNAL;
             break;

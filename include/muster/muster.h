@@ -294,6 +294,9 @@ typedef enum muster_event_kind {
     MUSTER_EVENT_MEMBER_LOST = 3,   /* rendezvous: generation broken */
     MUSTER_EVENT_NODE_WAITING = 4,  /* rendezvous: a node waits to join */
     MUSTER_EVENT_SHUTDOWN = 5,      /* server draining */
+    MUSTER_EVENT_WATCH_ENDED = 6,   /* watch: the server ended watch_id because this handle left too much
+                                     * output unread; later changes under key (the prefix) were missed:
+                                     * re-read them and watch again */
 } muster_event_kind;
 
 /* A pushed event.  Free with muster_event_free(). */
