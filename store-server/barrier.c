@@ -44,7 +44,7 @@ static void barrier_free_arrival(struct barrier_arrival *a)
     if (--b->arrived == 0)
         b->count = 0;
     event_free(a->timer);
-    server_waiter_put(b->ns->srv);
+    server_waiter_put(b->ns->srv, &b->ns->nwaiters, a->share);
     free(a);
 }
 
@@ -101,7 +101,8 @@ static void barrier_release(struct barrier *b)
 
 /* Arrive at barrier name of ns; see barrier.h. */
 int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count, uint32_t timeout_ms, const char *fetch,
-                   barrier_done_fn done, void *owner, uint64_t id, struct barrier_arrival **out, const char **why)
+                   barrier_done_fn done, void *owner, size_t *share, uint64_t id, struct barrier_arrival **out,
+                   const char **why)
 {
     size_t flen = fetch ? strlen(fetch) : 0;
     int st = MUSTER__STATUS__OK;
@@ -113,15 +114,15 @@ int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count,
         return *why = "cannot create barrier", st;
     if (b->arrived && b->count != count)
         return *why = "count differs from the other arrivals of this round", MUSTER__STATUS__BAD_REQUEST;
-    if ((st = server_waiter_take(ns->srv)) != MUSTER__STATUS__OK)
-        return *why = "too many parked requests on this server", st;
+    if ((st = server_waiter_take(ns->srv, &ns->nwaiters, share)) != MUSTER__STATUS__OK)
+        return *why = server_waiter_why(ns->srv, &ns->nwaiters, share), st;
     struct barrier_arrival *a = calloc(1, sizeof *a + flen + 1);
     if (a && !(a->timer = evtimer_new(ns->srv->base, barrier_timeout_cb, a))) {
         free(a);
         a = NULL;
     }
     if (!a) {
-        server_waiter_put(ns->srv);
+        server_waiter_put(ns->srv, &ns->nwaiters, share);
         return *why = "out of memory", MUSTER__STATUS__INTERNAL;
     }
     if (flen)
@@ -129,6 +130,7 @@ int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count,
     a->b = b;
     a->done = done;
     a->owner = owner;
+    a->share = share;
     a->id = id;
     a->arrival = ++b->arrived;
     a->timeout_ms = timeout_ms;
@@ -216,8 +218,8 @@ void barrier_op(struct conn *c, Muster__Request *req)
     struct barrier_arrival *a = NULL;
     const char *why = NULL;
     uint32_t t = server_timeout(c->srv, q->timeout_ms);
-    int st = barrier_arrive(c->ns, q->name, strlen(q->name), q->count, t, q->fetch, barrier_op_done, c, req->id, &a,
-                            &why);
+    int st = barrier_arrive(c->ns, q->name, strlen(q->name), q->count, t, q->fetch, barrier_op_done, c, &c->nwaiters,
+                            req->id, &a, &why);
     if (st != MUSTER__STATUS__OK) {
         if (st == MUSTER__STATUS__BAD_REQUEST)
             stats_inc(&c->srv->stats, STAT_BAD_REQUEST);

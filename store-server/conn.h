@@ -42,6 +42,7 @@ struct conn {
     int admitted;   /* counted in srv->nconns */
     int paused;     /* reading stopped because output is above --max-output */
     size_t nwatches;
+    size_t nwaiters; /* parked requests (the --max-waiters-per-conn count) */
     uint64_t session_id;
     uint64_t born_ms, last_rx_ms, paused_ms, state_ms;
     uint64_t partial_ms; /* when the frame now incomplete in the input began, or 0 */

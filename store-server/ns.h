@@ -25,6 +25,7 @@ struct ns {
     ks_hook_fn ext_hook;      /* another front end's change hook (the TCPStore listener), or NULL */
     void *ext_arg;
     size_t nconns;            /* connections that said hello to this namespace */
+    size_t nwaiters;          /* parked requests of any kind (the --max-waiters-per-ns count) */
     char name[];
 };
 

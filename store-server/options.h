@@ -28,6 +28,8 @@ struct options {
     uint64_t max_bytes_per_ns;
     uint64_t max_namespaces;
     uint64_t max_waiters;
+    uint64_t max_waiters_per_ns;
+    uint64_t max_waiters_per_conn;
     uint64_t max_watches;
     uint64_t max_watches_per_conn;
     uint64_t max_output;

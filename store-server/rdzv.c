@@ -220,7 +220,7 @@ static void rdzv_release(struct rdzv_node *n)
     n->joining = 0;
     evtimer_del(n->join_timer);
     conn_pending_remove(n->conn, n->join_id);
-    server_waiter_put(n->rz->ns->srv);
+    server_waiter_put(n->rz->ns->srv, &n->rz->ns->nwaiters, &n->conn->nwaiters);
     stats_dec(&n->rz->ns->srv->stats, STAT_RDZV_PARKED_JOINS);
 }
 
@@ -499,12 +499,12 @@ static int rdzv_park(struct rdzv_node *n, const Muster__Request *req)
     const Muster__RdzvJoinReq *j = req->rdzv_join;
     struct rdzv *rz = n->rz;
     struct server *srv = n->conn->srv;
-    int st = server_waiter_take(srv);
+    int st = server_waiter_take(srv, &rz->ns->nwaiters, &n->conn->nwaiters);
     if (st != MUSTER__STATUS__OK)
         return st;
     if (rdzv_set_add(&rz->round, n) != 0 || conn_pending_add(n->conn, req->id, rdzv_join_cancel, n) != 0) {
         rdzv_set_del(&rz->round, n);
-        server_waiter_put(srv);
+        server_waiter_put(srv, &rz->ns->nwaiters, &n->conn->nwaiters);
         return MUSTER__STATUS__INTERNAL;
     }
     stats_inc(&srv->stats, STAT_RDZV_PARKED_JOINS);
@@ -549,7 +549,10 @@ void rdzv_op_join(struct conn *c, Muster__Request *req)
     char old_id[RDZV_ID_MAX + 1];
     memcpy(old_id, n->id, sizeof old_id);
     if ((st = rdzv_park(n, req)) != MUSTER__STATUS__OK) {
-        conn_reply(c, req->id, st, st == MUSTER__STATUS__LIMIT ? "too many parked requests" : "out of memory", NULL);
+        conn_reply(c, req->id, st,
+                   st == MUSTER__STATUS__LIMIT ? server_waiter_why(c->srv, &c->ns->nwaiters, &c->nwaiters)
+                                               : "out of memory",
+                   NULL);
         return;
     }
     /* A member joining again wants a new world: its generation ends, and as the node is already

@@ -239,19 +239,55 @@ uint32_t server_timeout(const struct server *srv, uint32_t timeout_ms)
     return timeout_ms > srv->opt.max_wait_timeout ? (uint32_t)srv->opt.max_wait_timeout : timeout_ms;
 }
 
-/* Reserve one parked-request slot; 0, or LIMIT (counted) when --max-waiters is reached. */
-int server_waiter_take(struct server *srv)
+/* Which share of parked requests is used up: 0 none, else the counter that counts the trip. */
+static int server_waiter_full(const struct server *srv, const size_t *ns_count, const size_t *conn_count)
 {
-    if (srv->nwaiters >= srv->opt.max_waiters) {
-        stats_inc(&srv->stats, STAT_LIMIT_WAITERS);
+    const struct options *o = &srv->opt;
+    if (srv->nwaiters >= o->max_waiters)
+        return STAT_LIMIT_WAITERS;
+    if (ns_count && *ns_count >= o->max_waiters_per_ns)
+        return STAT_LIMIT_WAITERS_PER_NS;
+    if (conn_count && *conn_count >= o->max_waiters_per_conn)
+        return STAT_LIMIT_WAITERS_PER_CONN;
+    return 0;
+}
+
+/* Reserve one parked-request slot in the server's, a namespace's and a connection's share (either
+ * count may be NULL); OK, or LIMIT (counted) when one of them is used up. */
+int server_waiter_take(struct server *srv, size_t *ns_count, size_t *conn_count)
+{
+    int full = server_waiter_full(srv, ns_count, conn_count);
+    if (full) {
+        stats_inc(&srv->stats, (enum stat_id)full);
         return MUSTER__STATUS__LIMIT;
     }
     srv->nwaiters++;
+    if (ns_count)
+        (*ns_count)++;
+    if (conn_count)
+        (*conn_count)++;
     return MUSTER__STATUS__OK;
 }
 
-/* Release a parked-request slot. */
-void server_waiter_put(struct server *srv)
+/* Release a slot server_waiter_take reserved with the same counts. */
+void server_waiter_put(struct server *srv, size_t *ns_count, size_t *conn_count)
 {
     srv->nwaiters--;
+    if (ns_count)
+        (*ns_count)--;
+    if (conn_count)
+        (*conn_count)--;
+}
+
+/* Why server_waiter_take refused with the same counts: words for the LIMIT reply. */
+const char *server_waiter_why(const struct server *srv, const size_t *ns_count, const size_t *conn_count)
+{
+    switch (server_waiter_full(srv, ns_count, conn_count)) {
+    case STAT_LIMIT_WAITERS_PER_NS:
+        return "too many parked requests in this namespace (--max-waiters-per-ns)";
+    case STAT_LIMIT_WAITERS_PER_CONN:
+        return "too many parked requests on this connection (--max-waiters-per-conn)";
+    default:
+        return "too many parked requests on this server (--max-waiters)";
+    }
 }

@@ -59,10 +59,13 @@ void server_conn_gone(struct server *srv);
 void server_fini(struct server *srv);
 /* Clamp a request's timeout_ms: 0 = --wait-timeout, above --max-wait-timeout is cut. */
 uint32_t server_timeout(const struct server *srv, uint32_t timeout_ms);
-/* Reserve one parked-request slot; 0, or LIMIT (counted) when --max-waiters is reached. */
-int server_waiter_take(struct server *srv);
-/* Release a parked-request slot. */
-void server_waiter_put(struct server *srv);
+/* Reserve one parked-request slot in the server's, a namespace's and a connection's share (either
+ * count may be NULL); OK, or LIMIT (counted) when one of them is used up. */
+int server_waiter_take(struct server *srv, size_t *ns_count, size_t *conn_count);
+/* Release a slot server_waiter_take reserved with the same counts. */
+void server_waiter_put(struct server *srv, size_t *ns_count, size_t *conn_count);
+/* Why server_waiter_take refused with the same counts: words for the LIMIT reply. */
+const char *server_waiter_why(const struct server *srv, const size_t *ns_count, const size_t *conn_count);
 /* Write a port atomically (temp file, then rename) so readers never see half a line; 0 on success. */
 int server_write_port_file(const char *path, uint16_t port);
 

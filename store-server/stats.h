@@ -35,6 +35,8 @@
     X(LIMIT_KEYS_PER_NS, "limit_keys_per_ns")             \
     X(LIMIT_BYTES_PER_NS, "limit_bytes_per_ns")           \
     X(LIMIT_WAITERS, "limit_waiters")                     \
+    X(LIMIT_WAITERS_PER_NS, "limit_waiters_per_ns")       \
+    X(LIMIT_WAITERS_PER_CONN, "limit_waiters_per_conn")   \
     X(LIMIT_WATCHES, "limit_watches")                     \
     X(LIMIT_WATCHES_PER_CONN, "limit_watches_per_conn")   \
     X(LIMIT_WATCH_OUTPUT, "limit_watch_output")           \

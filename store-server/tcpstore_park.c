@@ -88,7 +88,7 @@ static int tspark_core(struct ts_park *p)
                 mk[m] = p->keys[i];
                 ml[m++] = p->klens[i];
             }
-        p->w = waiters_park(c->ts->ns, mk, ml, m, TSPARK_FOREVER_MS, tspark_waiter_done, p, c->id, 0, &st);
+        p->w = waiters_park(c->ts->ns, mk, ml, m, TSPARK_FOREVER_MS, tspark_waiter_done, p, NULL, c->id, 0, &st);
     }
     free(mk);
     free(ml);
@@ -157,7 +157,7 @@ static void tspark_bar_unlink(struct ts_park *p)
         free(bk);
     }
     p->bk = NULL;
-    server_waiter_put(ts->srv);
+    server_waiter_put(ts->srv, &ts->ns->nwaiters, NULL);
 }
 
 /* Free a park and everything it holds; its connection no longer has one. */
@@ -321,7 +321,7 @@ static int tspark_bar_park(struct ts_conn *c, const char *key, size_t klen, int6
     struct tcpstore *ts = c->ts;
     struct ts_bkey *bk = NULL;
     struct ts_park *p = NULL;
-    if (server_waiter_take(ts->srv) != MUSTER__STATUS__OK)
+    if (server_waiter_take(ts->srv, &ts->ns->nwaiters, NULL) != MUSTER__STATUS__OK)
         return -1;
     HASH_FIND(hh, ts->bkeys, key, klen, bk);
     if (!bk && (bk = calloc(1, sizeof *bk + klen + 1))) {
@@ -334,7 +334,7 @@ static int tspark_bar_park(struct ts_conn *c, const char *key, size_t klen, int6
             HASH_DEL(ts->bkeys, bk);
             free(bk);
         }
-        server_waiter_put(ts->srv);
+        server_waiter_put(ts->srv, &ts->ns->nwaiters, NULL);
         return -1;
     }
     p->c = c;

@@ -102,7 +102,7 @@ static void waiters_free(struct waiter *w)
         w->next->prev = w->prev;
     if (w->timer)
         event_free(w->timer);
-    server_waiter_put(ns->srv);
+    server_waiter_put(ns->srv, &ns->nwaiters, w->share);
     stats_dec(&ns->srv->stats, STAT_WAITERS_CURRENT);
     free(w);
 }
@@ -170,24 +170,25 @@ static struct waiter *waiters_alloc(const char *const *keys, const size_t *klens
 
 /* Park a waiter for keys with a deadline; see waiters.h. */
 struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
-                            uint32_t timeout_ms, waiter_done_fn done, void *owner, uint64_t id, int kind,
-                            int *status)
+                            uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share, uint64_t id,
+                            int kind, int *status)
 {
     struct server *srv = ns->srv;
-    if ((*status = server_waiter_take(srv)) != MUSTER__STATUS__OK)
+    if ((*status = server_waiter_take(srv, &ns->nwaiters, share)) != MUSTER__STATUS__OK)
         return NULL;
     struct waiter *w = waiters_alloc(keys, klens, n);
     if (w)
         w->timer = evtimer_new(srv->base, waiters_timeout_cb, w);
     if (!w || !w->timer) {
         free(w);
-        server_waiter_put(srv);
+        server_waiter_put(srv, &ns->nwaiters, share);
         *status = MUSTER__STATUS__INTERNAL;
         return NULL;
     }
     w->ns = ns;
     w->done = done;
     w->owner = owner;
+    w->share = share;
     w->id = id;
     w->kind = kind;
     w->timeout_ms = timeout_ms;

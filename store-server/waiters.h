@@ -32,6 +32,7 @@ struct waiter {
     struct ns *ns;
     waiter_done_fn done;
     void *owner;     /* the front end's context (a connection) */
+    size_t *share;   /* the owner's count of parked requests (--max-waiters-per-conn), or NULL */
     uint64_t id;     /* the front end's request id */
     int kind;        /* the front end's tag for what to answer */
     uint32_t timeout_ms;
@@ -45,11 +46,12 @@ struct waiter {
     struct waiter *qprev, *qnext;
 };
 
-/* Park a waiter for keys (klens NULL: NUL-terminated) with a deadline; NULL with *status LIMIT or
- * INTERNAL.  At least one key should be missing: the caller answers at once when none is. */
+/* Park a waiter for keys (klens NULL: NUL-terminated) with a deadline, counted in share (the owner's
+ * count, or NULL) and the namespace's; NULL with *status LIMIT or INTERNAL.  At least one key should be
+ * missing: the caller answers at once when none is. */
 struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
-                            uint32_t timeout_ms, waiter_done_fn done, void *owner, uint64_t id, int kind,
-                            int *status);
+                            uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share, uint64_t id,
+                            int kind, int *status);
 /* Free a waiter without calling done (its owner went away). */
 void waiters_cancel(struct waiter *w);
 /* A key was set: count it off for every waiter missing it, completing those with nothing left. */
