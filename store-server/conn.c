@@ -37,6 +37,7 @@
 #include "persist.h"
 #include "rdzv.h"
 #include "server.h"
+#include "source.h"
 #include "tls.h"
 #include "watch.h"
 
@@ -257,7 +258,7 @@ static void conn_free(struct conn *c)
     rdzv_conn_closed(c); /* the rendezvous hook: a member's connection is its session */
     watch_conn_closed(c);
     if (c->ns)
-        c->ns->nconns--;
+        ns_conn_left(c->ns);
     if (c->admitted) {
         srv->nconns--;
         srv->stats.c[STAT_CONN_CURRENT]--;
@@ -387,6 +388,35 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* Check a hello's token for namespace name; 1 when it may go on, else 0 after refusing the hello.
+ *
+ * After a wrong token, the source address waits --auth-backoff (doubling per failure, up to
+ * --auth-backoff-max) before its next token is even compared; a hello in that window is answered
+ * LIMIT with the wait, not UNAUTHENTICATED, since its token was not judged and libmuster retries
+ * LIMIT within its connect deadline.  Those refusals do not lengthen the wait, so a client with the
+ * right token behind the same address waits at most --auth-backoff-max per failure of the other.
+ * Only namespaces with a token are held back: an address's open namespaces keep working. */
+static int conn_token_ok(struct conn *c, const char *name, const char *token)
+{
+    struct server *srv = c->srv;
+    const struct sockaddr *sa = (const struct sockaddr *)&c->addr;
+    if (!ns_configured(srv, name))
+        return 1;
+    uint64_t wait = source_hello_wait(srv, sa);
+    if (wait) {
+        stats_inc(&srv->stats, STAT_AUTH_THROTTLED);
+        conn_fail(c, MUSTER__STATUS__LIMIT, "too many failed hellos from this address: retry in %llu ms",
+                  (unsigned long long)wait);
+        return 0;
+    }
+    if (ns_token_ok(srv, name, token))
+        return 1;
+    source_hello_failed(srv, sa);
+    stats_inc(&srv->stats, STAT_AUTH_FAILED);
+    conn_fail(c, MUSTER__STATUS__UNAUTHENTICATED, "wrong token for namespace '%s'", name);
+    return 0;
+}
+
 /* Handle Hello: version, namespace, token; answer HelloReply with the limits. */
 static void conn_hello(struct conn *c, const Muster__Hello *h)
 {
@@ -405,11 +435,14 @@ static void conn_hello(struct conn *c, const Muster__Hello *h)
     } else if (strlen(name) > NS_NAME_MAX) {
         stats_inc(&srv->stats, STAT_HELLO_BAD);
         conn_fail(c, MUSTER__STATUS__BAD_REQUEST, "namespace name longer than %d bytes", NS_NAME_MAX);
-    } else if (!ns_token_ok(srv, name, h->token)) {
-        stats_inc(&srv->stats, STAT_AUTH_FAILED);
-        conn_fail(c, MUSTER__STATUS__UNAUTHENTICATED, "wrong token for namespace '%s'", name);
-    } else if (!(ns = ns_get(srv, name, &st))) {
-        conn_fail(c, st, "cannot open namespace '%s'", name);
+    } else if (o->closed_namespaces && !ns_configured(srv, name)) {
+        stats_inc(&srv->stats, STAT_NS_REFUSED);
+        conn_fail(c, MUSTER__STATUS__UNAUTHENTICATED, "namespace '%s' is not configured on this server", name);
+    } else if (!conn_token_ok(c, name, h->token)) {
+        /* conn_token_ok answered */
+    } else if (!(ns = ns_open(srv, name, (const struct sockaddr *)&c->addr, &st))) {
+        conn_fail(c, st, "cannot open namespace '%s'%s", name,
+                  st == MUSTER__STATUS__LIMIT ? ": namespace limit reached (server or this address)" : "");
     } else {
         c->ns = ns;
         ns->nconns++;

@@ -1,21 +1,35 @@
 /*
  * Namespaces: one per job or tenant, created by the first hello that names
- * it and kept for the life of the process.  Each owns a keyspace whose
- * change hook fans out to the namespace's waiters and watchers.  Tokens
- * come from --token / --token-file; a namespace without one is open.
+ * it.  Each owns a keyspace whose change hook fans out to the namespace's
+ * waiters and watchers.  Tokens come from --token / --token-file; a
+ * namespace without one is open, unless --closed-namespaces accepts only
+ * the namespaces named there.
+ *
+ * Anyone may name a new namespace, so an empty one must not live for ever
+ * (19,998 empty namespaces made in 5.5 s used to refuse every new job until
+ * a restart): a sweep forgets a namespace that has been empty for
+ * --ns-idle-timeout, and the namespaces one address created and that still
+ * exist are bounded by --max-namespaces-per-source.  Empty means nothing at
+ * all would be lost: no keys (so nothing durable: a namespace recovered from
+ * the log with keys stays), no connections, parked requests, watches or
+ * barriers (whose round numbers go on), no rendezvous state (its generation
+ * counter must never go back), and no other front end attached.
  */
 #include "ns.h"
 
 #include <errno.h>
+#include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "barrier.h"
+#include "conn.h"
 #include "log.h"
 #include "persist.h"
 #include "rdzv.h"
 #include "server.h"
+#include "source.h"
 #include "waiters.h"
 #include "watch.h"
 
@@ -101,6 +115,14 @@ int ns_token_ok(struct server *srv, const char *name, const char *token)
     return !t || ns_ct_equal(token ? token : "", t->token);
 }
 
+/* Whether namespace name is named by --token or --token-file. */
+int ns_configured(struct server *srv, const char *name)
+{
+    struct token *t = NULL;
+    HASH_FIND_STR(srv->tokens, name, t);
+    return t != NULL;
+}
+
 /* The keyspace change hook: wake the key's waiters, then tell watchers. */
 static void ns_on_change(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
 {
@@ -122,8 +144,8 @@ struct ns *ns_find(struct server *srv, const char *name)
     return ns;
 }
 
-/* The namespace called name, created on first use; NULL with *status LIMIT or INTERNAL. */
-struct ns *ns_get(struct server *srv, const char *name, int *status)
+/* The namespace called name, created on first use (for sa, or NULL); NULL with *status LIMIT or INTERNAL. */
+static struct ns *ns_get_for(struct server *srv, const char *name, const struct sockaddr *sa, int *status)
 {
     struct ns *ns = ns_find(srv, name);
     if (ns)
@@ -133,19 +155,107 @@ struct ns *ns_get(struct server *srv, const char *name, int *status)
         *status = MUSTER__STATUS__LIMIT;
         return NULL;
     }
+    struct source *creator = sa ? source_ns_take(srv, sa, status) : NULL;
+    if (sa && !creator)
+        return NULL;
     size_t len = strlen(name);
     if (!(ns = calloc(1, sizeof *ns + len + 1))) {
+        source_ns_put(srv, creator);
         *status = MUSTER__STATUS__INTERNAL;
         return NULL;
     }
     memcpy(ns->name, name, len);
     ns->srv = srv;
+    ns->creator = creator;
+    ns->idle_ms = conn_now_ms();
     const struct options *o = &srv->opt;
     ks_init(&ns->ks, o->max_keys_per_ns, o->max_bytes_per_ns, o->max_value, &srv->stats, ns_on_change, ns);
     HASH_ADD(hh, srv->namespaces, name[0], len, ns);
     stats_inc(&srv->stats, STAT_NAMESPACES);
     log_msg(LOG_INFO, "namespace '%s' created", ns->name);
     return ns;
+}
+
+/* The namespace called name, created on first use; NULL with *status LIMIT or INTERNAL. */
+struct ns *ns_get(struct server *srv, const char *name, int *status)
+{
+    return ns_get_for(srv, name, NULL, status);
+}
+
+/* As ns_get for a hello from sa: a namespace it creates counts against sa's --max-namespaces-per-source. */
+struct ns *ns_open(struct server *srv, const char *name, const struct sockaddr *sa, int *status)
+{
+    return ns_get_for(srv, name, sa, status);
+}
+
+/* A connection left ns: its idle time starts when the last one goes. */
+void ns_conn_left(struct ns *ns)
+{
+    if (--ns->nconns == 0)
+        ns->idle_ms = conn_now_ms();
+}
+
+/* Whether ns holds nothing that forgetting it would lose (see the top of this file). */
+static int ns_empty(const struct ns *ns)
+{
+    return ns->ks.count == 0 && ns->nconns == 0 && ns->nwaiters == 0 && !ns->waiters && !ns->wkeys &&
+           !ns->watches && !ns->barriers && !ns->rdzv && !ns->ext_hook;
+}
+
+/* Free one namespace and everything it holds. */
+static void ns_free(struct server *srv, struct ns *ns)
+{
+    HASH_DEL(srv->namespaces, ns);
+    rdzv_ns_destroy(ns);
+    waiters_ns_destroy(ns);
+    barrier_ns_destroy(ns);
+    watch_ns_destroy(ns);
+    ks_fini(&ns->ks);
+    source_ns_put(srv, ns->creator);
+    free(ns);
+}
+
+/* How often the sweep runs: a quarter of the idle timeout, between 50 ms and 10 s. */
+static uint64_t ns_sweep_ms(const struct server *srv)
+{
+    uint64_t ms = srv->opt.ns_idle_timeout / 4;
+    return ms < 50 ? 50 : ms > 10000 ? 10000 : ms;
+}
+
+/* The sweep: forget every namespace that has been empty for --ns-idle-timeout. */
+static void ns_sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server *srv = arg;
+    uint64_t now = conn_now_ms(), idle = srv->opt.ns_idle_timeout;
+    size_t n = 0;
+    struct ns *ns, *tmp;
+    HASH_ITER(hh, srv->namespaces, ns, tmp) {
+        if (!ns_empty(ns)) {
+            ns->idle_ms = now; /* idle counts from when it was last seen in use */
+        } else if (now - ns->idle_ms >= idle) {
+            log_msg(LOG_DEBUG, "namespace '%s' reclaimed", ns->name);
+            ns_free(srv, ns);
+            stats_dec(&srv->stats, STAT_NAMESPACES);
+            stats_inc(&srv->stats, STAT_NS_RECLAIMED);
+            n++;
+        }
+    }
+    if (n)
+        log_msg(LOG_INFO, "reclaimed %zu namespaces idle for %llu ms", n, (unsigned long long)idle);
+    conn_timer_at(srv->ns_sweep, now + ns_sweep_ms(srv));
+}
+
+/* Start reclaiming idle empty namespaces (--ns-idle-timeout); 0, or -1 when the timer cannot be made. */
+int ns_sweep_start(struct server *srv)
+{
+    if (!srv->opt.ns_idle_timeout)
+        return 0;
+    if (!(srv->ns_sweep = evtimer_new(srv->base, ns_sweep_cb, srv)))
+        return -1;
+    conn_timer_at(srv->ns_sweep, conn_now_ms() + ns_sweep_ms(srv));
+    return 0;
 }
 
 /* Call fn on every namespace. */
@@ -159,16 +269,13 @@ void ns_each(struct server *srv, void (*fn)(struct ns *ns, void *arg), void *arg
 /* Free every namespace and the token table. */
 void ns_destroy_all(struct server *srv)
 {
+    if (srv->ns_sweep)
+        event_free(srv->ns_sweep);
+    srv->ns_sweep = NULL;
     struct ns *ns, *tmp;
-    HASH_ITER(hh, srv->namespaces, ns, tmp) {
-        HASH_DEL(srv->namespaces, ns);
-        rdzv_ns_destroy(ns);
-        waiters_ns_destroy(ns);
-        barrier_ns_destroy(ns);
-        watch_ns_destroy(ns);
-        ks_fini(&ns->ks);
-        free(ns);
-    }
+    HASH_ITER(hh, srv->namespaces, ns, tmp)
+        ns_free(srv, ns);
+    source_destroy_all(srv);
     struct token *t, *tt;
     HASH_ITER(hh, srv->tokens, t, tt) {
         HASH_DEL(srv->tokens, t);

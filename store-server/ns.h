@@ -3,6 +3,8 @@
 #define MUSTERD_NS_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
 #include <uthash.h>
 
 #include "keyspace.h"
@@ -12,6 +14,7 @@ struct waiter;
 struct wkey;
 struct barrier;
 struct watch;
+struct source;
 
 struct ns {
     UT_hash_handle hh;
@@ -25,6 +28,8 @@ struct ns {
     ks_hook_fn ext_hook;      /* another front end's change hook (the TCPStore listener), or NULL */
     void *ext_arg;
     size_t nconns;            /* connections that said hello to this namespace */
+    struct source *creator;   /* the address whose hello created it (source.c), or NULL */
+    uint64_t idle_ms;         /* when it was created or its last connection left (monotonic) */
     size_t nwaiters;          /* parked requests of any kind (the --max-waiters-per-ns count) */
     char name[];
 };
@@ -36,8 +41,16 @@ struct ns {
 int ns_tokens_load(struct server *srv);
 /* Whether token opens namespace name (constant-time compare; open namespaces take any token). */
 int ns_token_ok(struct server *srv, const char *name, const char *token);
+/* Whether namespace name is named by --token or --token-file. */
+int ns_configured(struct server *srv, const char *name);
 /* The namespace called name, created on first use; NULL with *status LIMIT or INTERNAL. */
 struct ns *ns_get(struct server *srv, const char *name, int *status);
+/* As ns_get for a hello from sa: a namespace it creates counts against sa's --max-namespaces-per-source. */
+struct ns *ns_open(struct server *srv, const char *name, const struct sockaddr *sa, int *status);
+/* A connection left ns: its idle time starts when the last one goes. */
+void ns_conn_left(struct ns *ns);
+/* Start reclaiming idle empty namespaces (--ns-idle-timeout); 0, or -1 when the timer cannot be made. */
+int ns_sweep_start(struct server *srv);
 /* The namespace called name, or NULL. */
 struct ns *ns_find(struct server *srv, const char *name);
 /* Call fn on every namespace. */

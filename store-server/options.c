@@ -65,6 +65,16 @@ static const struct opt_row opt_rows[] = {
      "key plus value bytes stored in one namespace", STAT_LIMIT_BYTES_PER_NS, NOCAP, 0},
     {"max-namespaces", "MUSTER_MAX_NAMESPACES", OPT_UINT, UNIT_COUNT, "100000", OFF(max_namespaces),
      "namespaces (jobs) this server holds", STAT_LIMIT_NAMESPACES, NOCAP, 0},
+    {"max-namespaces-per-source", "MUSTER_MAX_NAMESPACES_PER_SOURCE", OPT_UINT, UNIT_COUNT, "1024",
+     OFF(max_namespaces_per_source),
+     "namespaces that hellos from one address (an IPv6 /64) created and that still exist; a hello that would "
+     "create one more is LIMIT", STAT_LIMIT_NAMESPACES_PER_SOURCE, NOCAP, 0},
+    {"ns-idle-timeout", "MUSTER_NS_IDLE_TIMEOUT", OPT_UINT, UNIT_MS, "60000", OFF(ns_idle_timeout),
+     "forget a namespace that has held no keys, connections, parked requests, watches, barriers or rendezvous "
+     "state for this long (0 = never)", STAT_NS_RECLAIMED, U32, 0},
+    {"closed-namespaces", "MUSTER_CLOSED_NAMESPACES", OPT_BOOL, UNIT_COUNT, "false", OFF(closed_namespaces),
+     "accept hellos only to namespaces named by --token or --token-file; others are UNAUTHENTICATED",
+     STAT_NS_REFUSED, 0, 0},
     {"max-waiters", "MUSTER_MAX_WAITERS", OPT_UINT, UNIT_COUNT, "1M", OFF(max_waiters),
      "parked requests (waits, blocking gets, barrier arrivals) across all connections", STAT_LIMIT_WAITERS, NOCAP,
      0},
@@ -108,6 +118,15 @@ static const struct opt_row opt_rows[] = {
      OPTF_SECRET},
     {"token-file", "MUSTER_TOKEN_FILE", OPT_STR, UNIT_COUNT, "", OFF(token_file),
      "file of 'NS TOKEN' lines ('#' comments), read at start", -1, 0, 0},
+    {"auth-backoff", "MUSTER_AUTH_BACKOFF", OPT_UINT, UNIT_MS, "100", OFF(auth_backoff),
+     "after a wrong token, hellos from that address naming a token-protected namespace are answered LIMIT "
+     "(with the wait) for this long, doubling with each further failure (0 = off)", STAT_AUTH_THROTTLED, U32, 0},
+    {"auth-backoff-max", "MUSTER_AUTH_BACKOFF_MAX", OPT_UINT, UNIT_MS, "5000", OFF(auth_backoff_max),
+     "longest --auth-backoff wait; an address without failures this long after its wait starts over",
+     STAT_AUTH_THROTTLED, U32, 0},
+    {"max-sources", "MUSTER_MAX_SOURCES", OPT_UINT, UNIT_COUNT, "64K", OFF(max_sources),
+     "client addresses remembered for --auth-backoff; beyond it the longest-quiet one is forgotten",
+     STAT_SOURCES_EVICTED, NOCAP, 0},
     {"log-level", "MUSTER_LOG_LEVEL", OPT_STR, UNIT_COUNT, "info", OFF(log_level),
      "error, warn, info or debug", -1, 0, 0},
     {"log-file", "MUSTER_LOG_FILE", OPT_STR, UNIT_COUNT, "", OFF(log_file),
@@ -425,6 +444,9 @@ static int opt_validate(struct options *o)
         return opt_usage("--tls-listen needs --tls-cert and --tls-key%s%s", "", "");
     if (strcmp(o->fsync, "always") != 0 && strcmp(o->fsync, "everysec") != 0 && strcmp(o->fsync, "never") != 0)
         return opt_usage("--fsync: expected always, everysec or never, got '%s'%s", o->fsync, "");
+    if (o->auth_backoff_max < o->auth_backoff)
+        return opt_usage("--auth-backoff-max (%s) must be at least --auth-backoff (%s)",
+                         opt_num(o->auth_backoff_max, a, sizeof a), opt_num(o->auth_backoff, b, sizeof b));
     for (size_t i = 0; i < o->token.n; i++)
         if (!strchr(o->token.v[i], '='))
             return opt_usage("--token: expected NS=TOKEN%s%s", "", "");

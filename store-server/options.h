@@ -27,6 +27,9 @@ struct options {
     uint64_t max_keys_per_ns;
     uint64_t max_bytes_per_ns;
     uint64_t max_namespaces;
+    uint64_t max_namespaces_per_source;
+    uint64_t ns_idle_timeout;
+    int closed_namespaces;
     uint64_t max_waiters;
     uint64_t max_waiters_per_ns;
     uint64_t max_waiters_per_conn;
@@ -45,6 +48,9 @@ struct options {
     int nodelay;
     struct strlist token;
     char *token_file;
+    uint64_t auth_backoff;
+    uint64_t auth_backoff_max;
+    uint64_t max_sources;
     char *log_level;
     char *log_file;
     char *tcpstore_listen;      /* TCPStore front end (tcpstore.c); "" = off */

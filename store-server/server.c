@@ -122,6 +122,10 @@ int server_start(struct server *srv)
         rc = ha_open(srv); /* needs the bound address it advertises */
     if (rc)
         return rc;
+    if (ns_sweep_start(srv) != 0) {
+        log_msg(LOG_ERROR, "cannot start the namespace sweep");
+        return EX_OSERR;
+    }
     if (server_signals(srv) != 0) {
         log_msg(LOG_ERROR, "cannot install signal handlers");
         return EX_OSERR;

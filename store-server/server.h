@@ -26,6 +26,10 @@ struct server {
     size_t nlisteners;
     struct ns *namespaces; /* by name (ns.c) */
     struct token *tokens;  /* by namespace name (ns.c) */
+    struct source *sources;    /* by client address (source.c) */
+    struct source *source_lru; /* entries that remember only failures, oldest first */
+    size_t nsources_lru;
+    struct event *ns_sweep;    /* reclaims idle namespaces (ns.c) */
     struct conn *conns;    /* every connection, admitted or being refused */
     size_t nconns;         /* admitted connections (the --max-connections count) */
     size_t nrefusing;      /* connections being sent a refusal */

@@ -16,6 +16,9 @@
     X(HELLO_TIMEOUT, "hello_timeout")                     \
     X(HELLO_BAD, "hello_bad")                             \
     X(AUTH_FAILED, "auth_failed")                         \
+    X(AUTH_THROTTLED, "auth_throttled")                   \
+    X(SOURCES_EVICTED, "sources_evicted")                 \
+    X(NS_REFUSED, "namespace_refused")                    \
     X(FRAMES_IN, "frames_in")                             \
     X(FRAMES_OUT, "frames_out")                           \
     X(BYTES_IN, "bytes_in")                               \
@@ -41,6 +44,7 @@
     X(LIMIT_WATCHES_PER_CONN, "limit_watches_per_conn")   \
     X(LIMIT_WATCH_OUTPUT, "limit_watch_output")           \
     X(LIMIT_NAMESPACES, "limit_namespaces")               \
+    X(LIMIT_NAMESPACES_PER_SOURCE, "limit_namespaces_per_source") \
     X(LIMIT_RESPONSE, "limit_response")                   \
     X(LIMIT_OUTPUT, "limit_output")                       \
     X(OUTPUT_PAUSED, "output_paused")                     \
@@ -55,6 +59,7 @@
     X(WATCH_EVENTS, "watch_events")                       \
     X(EVENTS_PUSHED, "events_pushed")                     \
     X(NAMESPACES, "namespaces")                           \
+    X(NS_RECLAIMED, "namespaces_reclaimed")               \
     X(SHUTDOWN_ANSWERED, "shutdown_answered")             \
     X(RDZV_ROUNDS, "rdzv_rounds")                         \
     X(RDZV_GENERATIONS, "rdzv_generations")               \

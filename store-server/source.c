@@ -1,0 +1,165 @@
+/*
+ * Source addresses.  A client can open as many connections as it likes, so
+ * bounds meant for "one client" are kept per source address: the backoff
+ * after failed hellos (--auth-backoff) and the count of namespaces the
+ * address created that still exist (--max-namespaces-per-source).  An IPv6
+ * address counts by its /64, since one host is commonly given a whole /64;
+ * an IPv4-mapped IPv6 address counts as the IPv4 address.
+ *
+ * The table is bounded: entries that only remember failures are kept in
+ * least-recently-failed order and the oldest is forgotten beyond
+ * --max-sources (counted as sources_evicted).  An entry that owns live
+ * namespaces is never forgotten (their number is bounded by
+ * --max-namespaces), else forgetting it would reset its count.
+ */
+#include "source.h"
+
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+#include <uthash.h>
+
+#include "conn.h"
+#include "muster.pb-c.h"
+#include "server.h"
+
+struct source {
+    UT_hash_handle hh;
+    uint8_t addr[16];  /* IPv4 as ::ffff:a.b.c.d, IPv6 with the low 64 bits cleared */
+    size_t nns;        /* live namespaces this address created */
+    uint32_t fails;    /* failed hellos in the current run of failures */
+    uint64_t until_ms; /* token checks refused until this monotonic time */
+    struct source *prev, *next; /* the failure-only list, oldest first (while nns == 0) */
+};
+
+/* The 16-byte table key of sa. */
+static void source_key(const struct sockaddr *sa, uint8_t key[16])
+{
+    memset(key, 0, 16);
+    if (sa->sa_family == AF_INET) {
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return;
+    }
+    if (sa->sa_family != AF_INET6)
+        return;
+    const uint8_t *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    memcpy(key, a, memcmp(a, mapped, 12) == 0 ? 16 : 8);
+}
+
+/* Forget the oldest failure-only entry. */
+static void source_evict(struct server *srv)
+{
+    struct source *s = srv->source_lru;
+    DL_DELETE(srv->source_lru, s);
+    HASH_DEL(srv->sources, s);
+    srv->nsources_lru--;
+    stats_inc(&srv->stats, STAT_SOURCES_EVICTED);
+    free(s);
+}
+
+/* The entry of sa, or (create) a new one; NULL when absent or out of memory. */
+static struct source *source_find(struct server *srv, const struct sockaddr *sa, int create)
+{
+    uint8_t key[16];
+    struct source *s = NULL;
+    source_key(sa, key);
+    HASH_FIND(hh, srv->sources, key, sizeof key, s);
+    if (s || !create)
+        return s;
+    if (srv->opt.max_sources && srv->nsources_lru >= srv->opt.max_sources && srv->source_lru)
+        source_evict(srv);
+    if (!(s = calloc(1, sizeof *s)))
+        return NULL;
+    memcpy(s->addr, key, sizeof key);
+    HASH_ADD(hh, srv->sources, addr, sizeof s->addr, s);
+    DL_APPEND(srv->source_lru, s);
+    srv->nsources_lru++;
+    return s;
+}
+
+/* Drop s when it remembers nothing any more. */
+static void source_maybe_free(struct server *srv, struct source *s)
+{
+    if (s->nns || s->until_ms + srv->opt.auth_backoff_max > conn_now_ms())
+        return;
+    DL_DELETE(srv->source_lru, s);
+    srv->nsources_lru--;
+    HASH_DEL(srv->sources, s);
+    free(s);
+}
+
+/* Milliseconds before a hello from sa may be checked against a token again (0: now). */
+uint64_t source_hello_wait(struct server *srv, const struct sockaddr *sa)
+{
+    struct source *s = srv->opt.auth_backoff ? source_find(srv, sa, 0) : NULL;
+    uint64_t now = conn_now_ms();
+    return s && s->until_ms > now ? s->until_ms - now : 0;
+}
+
+/* A hello from sa named a wrong token: start or lengthen its backoff. */
+void source_hello_failed(struct server *srv, const struct sockaddr *sa)
+{
+    const struct options *o = &srv->opt;
+    struct source *s = o->auth_backoff ? source_find(srv, sa, 1) : NULL;
+    if (!s)
+        return;
+    uint64_t now = conn_now_ms();
+    /* An address quiet for the longest delay after its last window starts over. */
+    if (now >= s->until_ms + o->auth_backoff_max)
+        s->fails = 0;
+    uint64_t delay = o->auth_backoff << (s->fails < 32 ? s->fails : 32);
+    if (delay > o->auth_backoff_max || s->fails >= 32)
+        delay = o->auth_backoff_max;
+    s->fails++;
+    s->until_ms = now + delay;
+    if (!s->nns) { /* most recently failed goes last */
+        DL_DELETE(srv->source_lru, s);
+        DL_APPEND(srv->source_lru, s);
+    }
+}
+
+/* Count one more namespace created by sa; the source to give back later, or NULL with *status set. */
+struct source *source_ns_take(struct server *srv, const struct sockaddr *sa, int *status)
+{
+    struct source *s = source_find(srv, sa, 1);
+    if (!s) {
+        *status = MUSTER__STATUS__INTERNAL;
+        return NULL;
+    }
+    if (s->nns >= srv->opt.max_namespaces_per_source) {
+        stats_inc(&srv->stats, STAT_LIMIT_NAMESPACES_PER_SOURCE);
+        *status = MUSTER__STATUS__LIMIT;
+        source_maybe_free(srv, s);
+        return NULL;
+    }
+    if (s->nns++ == 0) { /* pinned: off the failure-only list */
+        DL_DELETE(srv->source_lru, s);
+        srv->nsources_lru--;
+    }
+    return s;
+}
+
+/* A namespace that src created is gone. */
+void source_ns_put(struct server *srv, struct source *src)
+{
+    if (!src || --src->nns)
+        return;
+    DL_APPEND(srv->source_lru, src);
+    srv->nsources_lru++;
+    source_maybe_free(srv, src);
+}
+
+/* Free the table (at exit). */
+void source_destroy_all(struct server *srv)
+{
+    struct source *s, *tmp;
+    HASH_ITER(hh, srv->sources, s, tmp) {
+        HASH_DEL(srv->sources, s);
+        free(s);
+    }
+    srv->source_lru = NULL;
+    srv->nsources_lru = 0;
+}

@@ -1,0 +1,24 @@
+/* Per-source-address state: failed-hello backoff and the namespaces an address created. */
+#ifndef MUSTERD_SOURCE_H
+#define MUSTERD_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct server;
+struct source;
+
+/* Milliseconds before a hello from sa may be checked against a token again (0: now). */
+uint64_t source_hello_wait(struct server *srv, const struct sockaddr *sa);
+/* A hello from sa named a wrong token: start or lengthen its backoff. */
+void source_hello_failed(struct server *srv, const struct sockaddr *sa);
+/* Count one more namespace created by sa; the source to give back later, or NULL with *status LIMIT
+ * (counted) or INTERNAL. */
+struct source *source_ns_take(struct server *srv, const struct sockaddr *sa, int *status);
+/* A namespace that src created is gone. */
+void source_ns_put(struct server *srv, struct source *src);
+/* Free the table (at exit). */
+void source_destroy_all(struct server *srv);
+
+#endif

@@ -1,0 +1,123 @@
+/*
+ * Guessing tokens is slow: after a wrong token, hellos from that address
+ * to a token-protected namespace are refused LIMIT with the wait for a
+ * growing time (--auth-backoff), without their token being compared.
+ * Another address is not held back, nor the same address's open
+ * namespaces, and the right token gets in once the wait is over.  The
+ * guesser connects from 127.0.0.2, everyone else from 127.0.0.1.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "hclient.h"
+#include "raw.h"
+
+#define T_BACKOFF_MS 100
+#define T_BACKOFF_MAX_MS 800
+
+/* Connect to 127.0.0.1:port from source address src; the fd or -1. */
+static int t_connect_from(uint16_t port, const char *src)
+{
+    struct sockaddr_in me = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons(port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    inet_pton(AF_INET, src, &me.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (fd >= 0 && (bind(fd, (struct sockaddr *)&me, sizeof me) != 0 ||
+                    connect(fd, (struct sockaddr *)&to, sizeof to) != 0)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Say hello to ns with token from src; 0, the refusal's muster_err, or -1.  msg (may be NULL) gets its words. */
+static int t_hello_from(const struct h_daemon *d, const char *src, const char *ns, const char *token, char *msg,
+                        size_t n)
+{
+    int fd = t_connect_from(d->port, src), rc = -1;
+    if (fd < 0 || raw_send_hello(fd, ns, token) != 0)
+        goto out;
+    Muster__ServerFrame *f = raw_recv(fd, 5000, NULL);
+    if (f && f->frame_case == MUSTER__SERVER_FRAME__FRAME_HELLO_REPLY)
+        rc = 0;
+    else if (f && f->frame_case == MUSTER__SERVER_FRAME__FRAME_ERROR) {
+        rc = (int)f->error->status;
+        if (msg)
+            snprintf(msg, n, "%s", f->error->message);
+    }
+    raw_free(f);
+out:
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* One second of wrong guesses as fast as the answers come: only a handful have their token compared. */
+static void t_guess_rate(const struct h_daemon *d)
+{
+    int judged = 0, throttled = 0, other = 0;
+    char msg[256] = "";
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < 20000 && h_now_ms() - t0 < 1000; i++) {
+        int rc = t_hello_from(d, "127.0.0.2", "locked", "guess", msg, sizeof msg);
+        judged += rc == MUSTER_EAUTH;
+        throttled += rc == MUSTER_ELIMIT;
+        other += rc != MUSTER_EAUTH && rc != MUSTER_ELIMIT;
+    }
+    printf("  1 s of guessing: %d tokens compared, %d hellos refused to wait (last: %s)\n", judged, throttled, msg);
+    /* Waits of 100, 200, 400 and 800 ms fit about 4 comparisons into a second. */
+    CHECK(judged >= 1 && judged <= 6);
+    CHECK(throttled > 0);
+    CHECK_EQ(other, 0);
+    CHECK(strstr(msg, "retry in") != NULL);
+}
+
+/* While 127.0.0.2 waits: another address, and 127.0.0.2's open namespaces, are served at once. */
+static void t_others_unaffected(const struct h_daemon *d)
+{
+    int64_t t0 = h_now_ms();
+    CHECK_EQ(t_hello_from(d, "127.0.0.1", "locked", "s3cret", NULL, 0), 0);
+    CHECK_EQ(t_hello_from(d, "127.0.0.2", "open", NULL, NULL, 0), 0);
+    muster_t *m = hc_connect(d, "locked", "s3cret");
+    if (m)
+        CHECK_EQ(hc_set_str(m, "k", "v"), MUSTER_OK);
+    muster_close(m);
+    CHECK(h_now_ms() - t0 < 1000);
+}
+
+/* The right token from the guessing address gets in within the longest wait. */
+static void t_right_token_waits(const struct h_daemon *d)
+{
+    CHECK_EQ(t_hello_from(d, "127.0.0.2", "locked", "guess", NULL, 0), MUSTER_ELIMIT);
+    int64_t t0 = h_now_ms(), took = -1;
+    while (h_now_ms() - t0 < 3000) {
+        if (t_hello_from(d, "127.0.0.2", "locked", "s3cret", NULL, 0) == 0) {
+            took = h_now_ms() - t0;
+            break;
+        }
+        usleep(20000);
+    }
+    printf("  the right token from the guessing address got in after %lld ms\n", (long long)took);
+    CHECK(took >= 0 && took <= T_BACKOFF_MAX_MS + 300);
+}
+
+/* Run the backoff tests against a daemon with one token-protected namespace. */
+int main(void)
+{
+    static const char *const args[] = {"--token", "locked=s3cret", "--auth-backoff", "100", "--auth-backoff-max",
+                                       "800", NULL};
+    struct h_daemon d;
+    h_init("auth_backoff", 60);
+    if (h_start(&d, args) < 0)
+        return h_finish();
+    H_RUN(t_guess_rate, &d);
+    H_RUN(t_others_unaffected, &d);
+    H_RUN(t_right_token_waits, &d);
+    CHECK(h_stat(&d, "auth_throttled") >= 1);
+    CHECK_EQ(h_stop(&d), 0);
+    return h_finish();
+}

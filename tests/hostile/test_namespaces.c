@@ -1,0 +1,141 @@
+/*
+ * Namespaces are not a resource one client can use up: an address that
+ * names new namespaces without end gets --max-namespaces-per-source of them,
+ * so a job from another address still gets its own; empty namespaces are
+ * forgotten after --ns-idle-timeout while those holding keys or connections
+ * stay; and --closed-namespaces accepts only the namespaces given tokens.
+ * The flooding client connects from 127.0.0.2, the job from 127.0.0.1.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "hclient.h"
+#include "raw.h"
+
+#define T_MAX_NS 50
+#define T_PER_SOURCE 20
+
+/* Connect to 127.0.0.1:port from source address src; the fd or -1. */
+static int t_connect_from(uint16_t port, const char *src)
+{
+    struct sockaddr_in me = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons(port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    inet_pton(AF_INET, src, &me.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (fd >= 0 && (bind(fd, (struct sockaddr *)&me, sizeof me) != 0 ||
+                    connect(fd, (struct sockaddr *)&to, sizeof to) != 0)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Say hello to ns from src and close; the hello's answer (0 or a muster_err), -1 when none came. */
+static int t_hello_from(const struct h_daemon *d, const char *src, const char *ns, const char *token)
+{
+    int fd = t_connect_from(d->port, src);
+    if (fd < 0)
+        return -1;
+    int rc = raw_hello(fd, ns, token);
+    close(fd);
+    return rc;
+}
+
+/* Name n new namespaces prefix/0.. from src; how many hellos were accepted (the rest must be LIMIT). */
+static int t_flood(const struct h_daemon *d, const char *src, const char *prefix, int n)
+{
+    char ns[64];
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(ns, sizeof ns, "%s/%d", prefix, i);
+        int rc = t_hello_from(d, src, ns, NULL);
+        if (rc == 0)
+            ok++;
+        else if (rc != MUSTER_ELIMIT)
+            CHECK_EQ(rc, MUSTER_ELIMIT);
+    }
+    return ok;
+}
+
+/* Poll the namespaces gauge until it is want (at most 5 s); the last value read. */
+static long long t_await_namespaces(struct h_daemon *d, long long want)
+{
+    long long n = -1;
+    for (int64_t end = h_now_ms() + 5000; h_now_ms() < end; usleep(100000))
+        if ((n = h_stat(d, "namespaces")) == want)
+            break;
+    return n;
+}
+
+/* One address naming 200 namespaces gets its share; a job from another address still starts. */
+static void t_per_source(struct h_daemon *d)
+{
+    muster_t *job = NULL;
+    int ok = t_flood(d, "127.0.0.2", "junk", 200);
+    printf("  127.0.0.2 named 200 new namespaces: %d accepted (max-namespaces %d)\n", ok, T_MAX_NS);
+    CHECK_EQ(ok, T_PER_SOURCE);
+    /* Joining a namespace that exists costs nothing. */
+    CHECK_EQ(t_hello_from(d, "127.0.0.2", "junk/0", NULL), 0);
+    job = hc_connect(d, "job", NULL);
+    if (job) {
+        CHECK_EQ(hc_set_str(job, "k", "v"), MUSTER_OK);
+        HC_EXPECT(job, "k", "v");
+    }
+    muster_close(job);
+}
+
+/* Empty namespaces are forgotten after the idle timeout; ones with keys or a connection are kept. */
+static void t_reclaim(struct h_daemon *d)
+{
+    muster_t *held = hc_connect(d, "held", NULL);
+    /* "job" holds a key from t_per_source; "held" has a connection and nothing else. */
+    long long n = t_await_namespaces(d, 2);
+    printf("  namespaces after the idle timeout: %lld\n", n);
+    CHECK_EQ(n, 2);
+    CHECK(h_stat(d, "namespaces_reclaimed") >= T_PER_SOURCE);
+    muster_t *job = hc_connect(d, "job", NULL);
+    if (job)
+        HC_EXPECT(job, "k", "v");
+    muster_close(job);
+    if (held)
+        CHECK_EQ(hc_set_str(held, "still", "here"), MUSTER_OK);
+    muster_close(held);
+    /* The flooding address's share came back with its namespaces. */
+    CHECK_EQ(t_flood(d, "127.0.0.2", "again", T_PER_SOURCE), T_PER_SOURCE);
+}
+
+/* With --closed-namespaces only the namespaces given tokens open. */
+static void t_closed(void)
+{
+    static const char *const args[] = {"--closed-namespaces=true", "--token", "locked=s3cret", NULL};
+    struct h_daemon d;
+    if (h_start(&d, args) < 0)
+        return;
+    CHECK_EQ(t_hello_from(&d, "127.0.0.1", "locked", "s3cret"), 0);
+    CHECK_EQ(t_hello_from(&d, "127.0.0.1", "anything", NULL), MUSTER_EAUTH);
+    CHECK_EQ(t_hello_from(&d, "127.0.0.1", "", NULL), MUSTER_EAUTH);
+    CHECK_EQ(h_stat(&d, "namespaces"), 1);
+    CHECK(h_stat(&d, "namespace_refused") >= 2);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
+/* Run the namespace tests against a daemon with small namespace bounds. */
+int main(void)
+{
+    static const char *const args[] = {"--max-namespaces", "50", "--max-namespaces-per-source", "20",
+                                       "--ns-idle-timeout", "300", NULL};
+    struct h_daemon d;
+    h_init("namespaces", 60);
+    if (h_start(&d, args) < 0)
+        return h_finish();
+    H_RUN(t_per_source, &d);
+    H_RUN(t_reclaim, &d);
+    CHECK(h_stat(&d, "limit_namespaces_per_source") >= 1);
+    CHECK_EQ(h_stop(&d), 0);
+    H_RUN(t_closed, );
+    return h_finish();
+}
