@@ -21,6 +21,11 @@
  * connection, fd and parked requests are released instead of lingering
  * until the daemon exits.  A half-close (shutdown of the client's write
  * side) counts as a close there: no request sent after it could be read.
+ *
+ * Every connection's buffered input and output is added up in the
+ * buffer_bytes_current counter after each read and write; past
+ * --max-buffer-memory the connections holding the most are closed, so many
+ * clients each within their own bounds cannot together exhaust memory.
  */
 #include "conn_io.h"
 
@@ -33,6 +38,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "persist.h"
 #include "server.h"
 #include "tls.h"
@@ -46,6 +52,40 @@
 static size_t conn_io_ahead(const struct conn_io *io)
 {
     return io->ahead ? io->ahead : CONN_IO_READ_AHEAD;
+}
+
+/* Close the connections holding the most buffered bytes until the total is within --max-buffer-memory. */
+static void conn_io_over_budget(struct server *srv)
+{
+    uint64_t max = srv->opt.max_buffer_memory;
+    while (max && srv->stats.c[STAT_BUFFER_BYTES] > max) {
+        struct conn_io *big = NULL;
+        for (struct conn_io *io = srv->ios; io; io = io->next_io)
+            if (!io->dead && io->counted && (!big || io->counted > big->counted))
+                big = io;
+        if (!big)
+            return;
+        stats_inc(&srv->stats, STAT_LIMIT_BUFFER_MEMORY);
+        log_msg(LOG_WARN, "closing a connection holding %zu buffered bytes: %llu in all exceeds --max-buffer-memory",
+                big->counted, (unsigned long long)srv->stats.c[STAT_BUFFER_BYTES]);
+        big->ops->closed(big, 0, "over the buffer memory budget");
+        if (!big->dead)
+            return; /* the owner kept it: do not loop */
+    }
+}
+
+/* Bring io's share of the server's buffer total up to date (nothing once it is stopped). */
+static void conn_io_account(struct conn_io *io)
+{
+    size_t now = io->dead ? 0 : evbuffer_get_length(io->in) + evbuffer_get_length(io->out);
+    if (now == io->counted)
+        return;
+    struct server *srv = io->srv;
+    srv->stats.c[STAT_BUFFER_BYTES] += now;
+    srv->stats.c[STAT_BUFFER_BYTES] -= io->counted;
+    io->counted = now;
+    if (now > 0 && srv->opt.max_buffer_memory && srv->stats.c[STAT_BUFFER_BYTES] > srv->opt.max_buffer_memory)
+        conn_io_over_budget(srv);
 }
 
 /* Write what the output holds, then keep the write event added exactly while bytes remain. */
@@ -65,6 +105,7 @@ static void conn_io_flush(struct conn_io *io)
         event_del(io->wev);
     io->writing = left;
     io->ops->written(io);
+    conn_io_account(io);
 }
 
 /* Read event of a plain connection: one recv, handle the input, write the replies, then act on EOF. */
@@ -137,6 +178,7 @@ static void conn_io_bev_read_cb(struct bufferevent *bev, void *arg)
     struct conn_io *io = arg;
     io->got_input = 1;
     io->ops->input(io, NULL, 0);
+    conn_io_account(io);
 }
 
 /* bufferevent write callback (TLS): output drained below the low watermark. */
@@ -145,6 +187,7 @@ static void conn_io_bev_write_cb(struct bufferevent *bev, void *arg)
     (void)bev;
     struct conn_io *io = arg;
     io->ops->written(io);
+    conn_io_account(io);
 }
 
 /* bufferevent event callback (TLS): EOF or a socket or TLS error. */
@@ -176,12 +219,23 @@ static int conn_io_open_tls(struct conn_io *io, struct server *srv, int fd)
     return 0;
 }
 
+/* Link an opened io into the server's list; 0. */
+static int conn_io_link(struct conn_io *io)
+{
+    io->next_io = io->srv->ios;
+    if (io->next_io)
+        io->next_io->prev_io = io;
+    io->srv->ios = io;
+    return 0;
+}
+
 /* Set up io around fd (tls: through OpenSSL) with the owner's ops; 0, or -1 with fd closed and nothing to free. */
 int conn_io_open(struct conn_io *io, struct server *srv, int fd, int tls, const struct conn_io_ops *ops)
 {
     io->ops = ops;
+    io->srv = srv;
     if (tls)
-        return conn_io_open_tls(io, srv, fd);
+        return conn_io_open_tls(io, srv, fd) == 0 ? conn_io_link(io) : -1;
     io->fd = fd;
     io->in = evbuffer_new();
     io->out = evbuffer_new();
@@ -192,7 +246,7 @@ int conn_io_open(struct conn_io *io, struct server *srv, int fd, int tls, const 
     io->hold.kick = conn_io_hold_kick;
     io->hold.fd = fd;
     if (io->in && io->out && io->rev && io->wev && io->cev)
-        return 0;
+        return conn_io_link(io);
     conn_io_free(io);
     return -1;
 }
@@ -200,6 +254,15 @@ int conn_io_open(struct conn_io *io, struct server *srv, int fd, int tls, const 
 /* Release io and close its socket. */
 void conn_io_free(struct conn_io *io)
 {
+    if (io->prev_io)
+        io->prev_io->next_io = io->next_io;
+    else if (io->srv && io->srv->ios == io)
+        io->srv->ios = io->next_io;
+    if (io->next_io)
+        io->next_io->prev_io = io->prev_io;
+    io->dead = 1;
+    if (io->srv)
+        conn_io_account(io);
     if (io->cev)
         event_free(io->cev);
     if (io->bev) {
@@ -230,6 +293,7 @@ void conn_io_start(struct conn_io *io)
 void conn_io_stop(struct conn_io *io)
 {
     io->dead = 1;
+    conn_io_account(io);
     if (io->cev)
         event_del(io->cev);
     if (io->bev) {
@@ -258,7 +322,10 @@ void conn_io_reading(struct conn_io *io, int on)
 /* Output was queued: write it at the end of the read callback, or on this loop turn when outside it. */
 void conn_io_kick(struct conn_io *io)
 {
-    /* A bufferevent schedules its own write; inside the read callback the write comes at its end. */
+    /* A bufferevent schedules its own write (its callback comes only below the low watermark, so output
+     * is counted here); inside the read callback the write comes at its end. */
+    if (io->bev && !io->dead)
+        conn_io_account(io);
     if (io->bev || io->busy || io->dead)
         return;
     event_active(io->wev, EV_WRITE, 0);

@@ -27,6 +27,9 @@ struct conn_io_ops {
 /* One connection's socket, buffers and events; embedded in its owner's struct. */
 struct conn_io {
     const struct conn_io_ops *ops;
+    struct server *srv;
+    struct conn_io *prev_io, *next_io; /* srv->ios */
+    size_t counted;            /* bytes of in and out counted in the server's buffer total */
     struct bufferevent *bev;   /* TLS connections only */
     struct event *rev, *wev;   /* plain connections: persistent read; write while output is left */
     struct event *cev;         /* the peer's close (EPOLLRDHUP), watched while reading is off */

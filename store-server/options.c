@@ -91,6 +91,9 @@ static const struct opt_row opt_rows[] = {
     {"max-output", "MUSTER_MAX_OUTPUT", OPT_UINT, UNIT_BYTES, "32M", OFF(max_output),
      "output buffered per connection before its requests stop being read (at least max-frame); a watch event "
      "that would pass it ends the watch instead (counted as limit_watch_output)", STAT_LIMIT_OUTPUT, NOCAP, 0},
+    {"max-buffer-memory", "MUSTER_MAX_BUFFER_MEMORY", OPT_UINT, UNIT_BYTES, "1G", OFF(max_buffer_memory),
+     "input and output buffered across all connections; past it the largest holders are closed (0 = no bound; "
+     "else at least max-frame + max-output)", STAT_LIMIT_BUFFER_MEMORY, NOCAP, 0},
     {"slow-timeout", "MUSTER_SLOW_TIMEOUT", OPT_UINT, UNIT_MS, "30000", OFF(slow_timeout),
      "close a connection whose output stays above max-output this long", STAT_LIMIT_OUTPUT, U32, 0},
     {"hello-timeout", "MUSTER_HELLO_TIMEOUT", OPT_UINT, UNIT_MS, "10000", OFF(hello_timeout),
@@ -435,6 +438,9 @@ static int opt_validate(struct options *o)
     if (o->max_output < o->max_frame)
         return opt_usage("--max-output (%s) must be at least --max-frame (%s)", opt_num(o->max_output, a, sizeof a),
                          opt_num(o->max_frame, b, sizeof b));
+    if (o->max_buffer_memory && o->max_buffer_memory < o->max_frame + o->max_output)
+        return opt_usage("--max-buffer-memory (%s) must be 0 or at least --max-frame + --max-output (%s)",
+                         opt_num(o->max_buffer_memory, a, sizeof a), opt_num(o->max_frame + o->max_output, b, sizeof b));
     if (o->max_key == 0 || o->max_keys_per_request == 0 || o->max_connections == 0)
         return opt_usage("--max-key, --max-keys-per-request and --max-connections must be positive%s%s", "", "");
     if (o->wait_timeout == 0 || o->max_wait_timeout < o->wait_timeout)

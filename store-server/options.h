@@ -36,6 +36,7 @@ struct options {
     uint64_t max_watches;
     uint64_t max_watches_per_conn;
     uint64_t max_output;
+    uint64_t max_buffer_memory;
     uint64_t slow_timeout;
     uint64_t hello_timeout;
     uint64_t idle_timeout;

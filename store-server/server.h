@@ -31,6 +31,7 @@ struct server {
     size_t nsources_lru;
     struct event *ns_sweep;    /* reclaims idle namespaces (ns.c) */
     struct conn *conns;    /* every connection, admitted or being refused */
+    struct conn_io *ios;   /* every open connection's I/O, both front ends (conn_io.c) */
     size_t nconns;         /* admitted connections (the --max-connections count) */
     size_t nrefusing;      /* connections being sent a refusal */
     size_t nwaiters;       /* parked requests (the --max-waiters count) */

@@ -47,6 +47,8 @@
     X(LIMIT_NAMESPACES_PER_SOURCE, "limit_namespaces_per_source") \
     X(LIMIT_RESPONSE, "limit_response")                   \
     X(LIMIT_OUTPUT, "limit_output")                       \
+    X(LIMIT_BUFFER_MEMORY, "limit_buffer_memory")         \
+    X(BUFFER_BYTES, "buffer_bytes_current")               \
     X(OUTPUT_PAUSED, "output_paused")                     \
     X(IDLE_CLOSED, "idle_closed")                         \
     X(REQUEST_TIMEOUT, "request_timeout")                 \

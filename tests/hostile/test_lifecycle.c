@@ -2,7 +2,9 @@
  * Connection deadlines on raw native sockets: a frame that stays
  * incomplete is closed after --request-timeout with a TIMEOUT error frame
  * (a trickle of bytes does not keep it alive), counted, while a client
- * that sends whole frames slowly is left alone.
+ * that sends whole frames slowly is left alone; and --max-buffer-memory
+ * bounds what all connections buffer together, closing the largest
+ * holders.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,15 @@ static void nap(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
     nanosleep(&ts, NULL);
+}
+
+/* Whether buffer_bytes_current falls to 0 within 3 s (every connection closed). */
+static int stat_zero(struct h_daemon *d)
+{
+    for (int64_t end = h_now_ms() + 3000; h_now_ms() < end; nap(20))
+        if (h_stat(d, "buffer_bytes_current") == 0)
+            return 1;
+    return 0;
 }
 
 /* A frame announced at 100 bytes and trickled a byte at a time is closed with TIMEOUT after
@@ -76,6 +87,49 @@ static void t_slow_whole_frames(struct h_daemon *d)
     close(fd);
 }
 
+/* Connections each within --max-frame, stalled short of their frames' ends, hold more than
+ * --max-buffer-memory together: the largest holders are closed, counted, the total falls back
+ * within the budget, and a new client is served. */
+static void t_buffer_budget(void *arg)
+{
+    (void)arg;
+    enum { CONNS = 4, BODY = 3 << 20 };
+    struct h_daemon d;
+    const char *extra[] = {"--max-value", "3500K", "--max-frame", "4M", "--max-output", "4M",
+                           "--max-buffer-memory", "10M", NULL};
+    if (h_start(&d, extra) != 0) {
+        CHECK(!"daemon started");
+        return;
+    }
+    uint8_t *body = calloc(1, BODY);
+    int fds[CONNS];
+    for (int i = 0; i < CONNS; i++) {
+        fds[i] = raw_open(d.port, "budget");
+        CHECK(fds[i] >= 0);
+        const uint8_t hdr[4] = {0, 0x38, 0, 0}; /* 3.5 MiB announced, 3 MiB sent */
+        raw_send(fds[i], hdr, sizeof hdr);
+        raw_send(fds[i], body, BODY); /* may fail once the server closes this one */
+    }
+    free(body);
+    for (int64_t end = h_now_ms() + 3000; h_stat(&d, "limit_buffer_memory") < 1 && h_now_ms() < end;)
+        nap(20);
+    CHECK(h_stat(&d, "limit_buffer_memory") >= 1);
+    CHECK(h_stat(&d, "buffer_bytes_current") <= (10 << 20));
+    int closed = 0;
+    for (int i = 0; i < CONNS; i++)
+        closed += raw_await_close(fds[i], 200);
+    CHECK(closed >= 1 && closed < CONNS);
+    int fresh = raw_open(d.port, "budget");
+    uint64_t id = 0;
+    CHECK_EQ(raw_ping(fresh, 1), 0);
+    CHECK_EQ(raw_status(fresh, 3000, &id), MUSTER_OK);
+    close(fresh);
+    for (int i = 0; i < CONNS; i++)
+        close(fds[i]);
+    CHECK_EQ(stat_zero(&d), 1);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 int main(void)
 {
     h_init("lifecycle", 60);
@@ -88,5 +142,6 @@ int main(void)
     H_RUN(t_trickled_frame, &d);
     H_RUN(t_slow_whole_frames, &d);
     CHECK_EQ(h_stop(&d), 0);
+    H_RUN(t_buffer_budget, NULL);
     return h_finish();
 }
