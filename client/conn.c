@@ -25,9 +25,12 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "tcpka.h"
 
 #define CONN_BACKOFF_START_MS 50u
 #define CONN_BACKOFF_CAP_MS 2000u
+/* TCP liveness when the server names no heartbeat timeout: musterd's default one. */
+#define CONN_DEFAULT_LIVENESS_MS 10000u
 
 /* Next value of the handle's xorshift generator (jitter only; not crypto). */
 static uint64_t conn_random(muster_t *m)
@@ -77,6 +80,9 @@ static int conn_take_reply(muster_t *m, const Muster__HelloReply *r)
         m->limits.default_wait_timeout_ms = r->limits->default_wait_timeout_ms;
         m->limits.heartbeat_timeout_ms = r->limits->heartbeat_timeout_ms;
     }
+    /* A server that vanishes without a FIN is noticed on the heartbeat's time scale, not the kernel's. */
+    uint32_t hb = m->limits.heartbeat_timeout_ms ? m->limits.heartbeat_timeout_ms : CONN_DEFAULT_LIVENESS_MS;
+    tcpka_set(m->fd, hb, hb);
     return MUSTER_OK;
 }
 

@@ -11,6 +11,9 @@
 
 #include "internal.h"
 
+/* The longest one connect attempt may take; the caller retries under its overall deadline. */
+#define SOCK_ATTEMPT_MS 2000u
+
 /* poll() fd for events until deadline; returns revents, 0 on timeout, -1 on error. */
 int sock_wait(int fd, short events, uint64_t deadline)
 {
@@ -84,8 +87,12 @@ int sock_connect(const char *host, uint16_t port, uint64_t deadline, char *why, 
     int fd = -1, err = 0;
     for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next, left--) {
         /* Share the time among the remaining addresses so a black-holed
-         * first address cannot eat the whole deadline. */
+         * first address cannot eat the whole deadline, and cap one attempt:
+         * a SYN lost to a cut link is resent on the kernel's backoff (1 s,
+         * 3 s, 7 s, ...), so a fresh attempt after a heal connects sooner
+         * than the old one's next retransmission would. */
         uint64_t share = (uint64_t)deadline_left(deadline) / left;
+        share = share < SOCK_ATTEMPT_MS ? share : SOCK_ATTEMPT_MS;
         fd = sock_try(ai, deadline_after(share), &err);
     }
     freeaddrinfo(res);

@@ -25,6 +25,7 @@
 #include "conn.h"
 #include "log.h"
 #include "server.h"
+#include "tcpka.h"
 
 struct listener {
     struct server *srv;
@@ -153,10 +154,16 @@ static int listener_bind(struct listener *l, const char *spec, const struct addr
         return err == EADDRINUSE || err == EADDRNOTAVAIL || err == EACCES ? EX_UNAVAILABLE : EX_OSERR;
     }
     evconnlistener_set_error_cb(l->evl, listener_error_cb);
+    int lfd = evconnlistener_get_fd(l->evl);
     if (l->srv->opt.nodelay) {
         int one = 1;
-        setsockopt(evconnlistener_get_fd(l->evl), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(lfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
+    /* Accepted sockets inherit these too.  The user timeout is never below --slow-timeout, which
+     * alone decides when a live client that stopped reading is closed. */
+    const struct options *o = &l->srv->opt;
+    uint64_t user = o->slow_timeout > o->tcp_keepalive ? o->slow_timeout : o->tcp_keepalive;
+    tcpka_set(lfd, (uint32_t)o->tcp_keepalive, (uint32_t)user);
     listener_describe(l);
     return 0;
 }

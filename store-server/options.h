@@ -41,6 +41,7 @@ struct options {
     uint64_t hello_timeout;
     uint64_t idle_timeout;
     uint64_t request_timeout;
+    uint64_t tcp_keepalive;
     uint64_t wait_timeout;
     uint64_t max_wait_timeout;
     uint64_t heartbeat_timeout;

@@ -4,7 +4,8 @@
  * (a trickle of bytes does not keep it alive), counted, while a client
  * that sends whole frames slowly is left alone; and --max-buffer-memory
  * bounds what all connections buffer together, closing the largest
- * holders.
+ * holders; both ends of a connection probe an idle peer (keepalive) on the
+ * heartbeat's time scale.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,54 @@ static void t_buffer_budget(void *arg)
     CHECK_EQ(h_stop(&d), 0);
 }
 
+/* The keepalive timer state ("tr" field) and its remaining time in 1/100 s of the socket in
+ * /proc/net/tcp whose local (want_local) or remote port is port; -1 when none is found. */
+static int tcp_timer(uint16_t port, int want_local, long *when)
+{
+    FILE *fp = fopen("/proc/net/tcp", "r");
+    char line[512];
+    int tr = -1;
+    while (fp && tr < 0 && fgets(line, sizeof line, fp)) {
+        unsigned lport, rport, st, t;
+        unsigned long w;
+        if (sscanf(line, " %*d: %*x:%x %*x:%x %x %*x:%*x %x:%lx", &lport, &rport, &st, &t, &w) != 5)
+            continue;
+        if (st == 1 && (want_local ? lport : rport) == port) { /* 1: ESTABLISHED */
+            tr = (int)t;
+            *when = (long)w;
+        }
+    }
+    if (fp)
+        fclose(fp);
+    return tr;
+}
+
+/* With --tcp-keepalive, the daemon's accepted socket and libmuster's socket both run the keepalive
+ * timer (first probe after half of it), where the kernel's default runs none. */
+static void t_keepalive(void *arg)
+{
+    (void)arg;
+    struct h_daemon d;
+    const char *extra[] = {"--tcp-keepalive", "4000", "--heartbeat-timeout", "4000", NULL};
+    if (h_start(&d, extra) != 0) {
+        CHECK(!"daemon started");
+        return;
+    }
+    int err = 0;
+    muster_t *m = muster_connect(d.url, &err);
+    CHECK(m != NULL);
+    CHECK_EQ(muster_ping(m, NULL, 3000), MUSTER_OK);
+    nap(100); /* acknowledged and idle */
+    long when = -1;
+    CHECK_EQ(tcp_timer(d.port, 1, &when), 2); /* 2: keepalive */
+    CHECK(when >= 0 && when <= 200);
+    when = -1;
+    CHECK_EQ(tcp_timer(d.port, 0, &when), 2);
+    CHECK(when >= 0 && when <= 200);
+    muster_close(m);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 int main(void)
 {
     h_init("lifecycle", 60);
@@ -143,5 +192,6 @@ int main(void)
     H_RUN(t_slow_whole_frames, &d);
     CHECK_EQ(h_stop(&d), 0);
     H_RUN(t_buffer_budget, NULL);
+    H_RUN(t_keepalive, NULL);
     return h_finish();
 }
