@@ -129,12 +129,13 @@ MUSTER_API uint32_t muster_rdzv_heartbeat_interval(const muster_t *m)
     return t / 3 > 0 ? t / 3 : 1;
 }
 
-/* Leave the job; the generation, if running, breaks for the others. */
-MUSTER_API int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms)
+/* Leave the job, finished or not. */
+static int rdzv_leave_as(muster_t *m, int finished, uint32_t timeout_ms)
 {
     if (!m)
         return MUSTER_EINVAL;
     Muster__RdzvLeaveReq leave = MUSTER__RDZV_LEAVE_REQ__INIT;
+    leave.finished = finished != 0;
     Muster__Request req = MUSTER__REQUEST__INIT;
     req.op_case = MUSTER__REQUEST__OP_RDZV_LEAVE;
     req.rdzv_leave = &leave;
@@ -145,6 +146,18 @@ MUSTER_API int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms)
     if (rc == MUSTER_OK || rc == MUSTER_ENOTMEMBER)
         m->rdzv_member = m->rdzv_lost = 0;
     return rc;
+}
+
+/* Leave the job; the generation, if running, breaks for the others. */
+MUSTER_API int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms)
+{
+    return rdzv_leave_as(m, 0, timeout_ms);
+}
+
+/* Leave the job having finished its work: the generation does not break. */
+MUSTER_API int muster_rdzv_finish(muster_t *m, uint32_t timeout_ms)
+{
+    return rdzv_leave_as(m, 1, timeout_ms);
 }
 
 /* Free an assignment; NULL is a no-op. */

@@ -23,6 +23,7 @@ static const char *const jobs_event_names[] = {
     [RDZV_EV_ID_PUBLISHED] = "id_published",
     [RDZV_EV_FAILED] = "failed",
     [RDZV_EV_LEFT] = "left",
+    [RDZV_EV_COMPLETED] = "completed",
 };
 
 /* Append s as a JSON string literal (quotes, backslashes and control bytes escaped). */
@@ -40,13 +41,15 @@ static void jobs_json_str(struct evbuffer *b, const char *s)
     evbuffer_add(b, "\"", 1);
 }
 
-/* The state word of a job: none (never used rendezvous), forming, running or broken. */
+/* The state word of a job: none (never used rendezvous), forming, running, completed or broken. */
 static const char *jobs_state(const struct rdzv_info *ri, int has)
 {
     if (!has)
         return "none";
     if (ri->running)
         return "running";
+    if (ri->completed)
+        return "completed";
     return ri->generation ? "broken" : "forming";
 }
 

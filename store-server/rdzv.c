@@ -71,6 +71,7 @@ struct rdzv {
     uint64_t generation;       /* the latest generation formed; 0 = none yet */
     struct rdzv_set members;   /* that generation's members */
     int running;               /* the latest generation is running (not broken) */
+    int completed;             /* every member of the latest generation left finished */
     uint64_t failures;         /* generations broken */
     uint32_t world;            /* world size of the latest generation */
     struct rdzv_event ring[RDZV_RING]; /* the timeline, a ring */
@@ -257,6 +258,7 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *joiners)
     qsort(joiners->v, joiners->n, sizeof *joiners->v, rdzv_cmp);
     rz->generation++;
     rz->running = 1;
+    rz->completed = 0;
     /* Logged before anyone is told the number, so a restart never hands it out again. */
     persist_generation(rz->ns, rz->generation);
     free(rz->members.v);
@@ -565,6 +567,19 @@ void rdzv_op_join(struct conn *c, Muster__Request *req)
     rdzv_round_check(rz);
 }
 
+/* The running generation's last member left finished: it completed, which is not a failure. */
+static void rdzv_complete_check(struct rdzv *rz)
+{
+    if (!rz->running || rz->members.n > 0)
+        return;
+    rz->running = 0;
+    rz->completed = 1;
+    rdzv_event(rz, RDZV_EV_COMPLETED, rz->generation, NULL, 0);
+    log_msg(LOG_INFO, "ns '%s': generation %" PRIu64 " completed: every node finished", rz->ns->name, rz->generation);
+    /* A round that waited for this generation to end may close now. */
+    rdzv_round_check(rz);
+}
+
 /* rdzv_leave: end this connection's membership (an op table row). */
 void rdzv_op_leave(struct conn *c, Muster__Request *req)
 {
@@ -581,8 +596,14 @@ void rdzv_op_leave(struct conn *c, Muster__Request *req)
     }
     if (n->generation)
         rdzv_event(n->rz, RDZV_EV_LEFT, n->generation, n->id, strlen(n->id));
-    rdzv_break(n->rz, n, n->id, "left");
-    rdzv_node_free(n);
+    struct rdzv *rz = n->rz;
+    if (req->rdzv_leave->finished && rdzv_live(n)) {
+        rdzv_node_free(n); /* out of the members, and its heartbeats are no longer due */
+        rdzv_complete_check(rz);
+    } else {
+        rdzv_break(rz, n, n->id, "left");
+        rdzv_node_free(n);
+    }
     Muster__RdzvLeaveRes r = MUSTER__RDZV_LEAVE_RES__INIT;
     conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
 }
@@ -670,6 +691,7 @@ int rdzv_info(const struct ns *ns, struct rdzv_info *out)
         return -1;
     out->generation = rz->generation;
     out->running = rz->running;
+    out->completed = rz->completed;
     out->members = rz->members.n;
     out->joining = rz->round.n;
     out->world_size = rz->world;

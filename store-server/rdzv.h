@@ -17,7 +17,14 @@ struct ns;
 #define RDZV_MAX_LOCAL 1000000u
 
 /* What a timeline event of a job records. */
-enum rdzv_event_kind { RDZV_EV_JOINED, RDZV_EV_ASSIGNED, RDZV_EV_ID_PUBLISHED, RDZV_EV_FAILED, RDZV_EV_LEFT };
+enum rdzv_event_kind {
+    RDZV_EV_JOINED,
+    RDZV_EV_ASSIGNED,
+    RDZV_EV_ID_PUBLISHED,
+    RDZV_EV_FAILED,
+    RDZV_EV_LEFT,
+    RDZV_EV_COMPLETED,
+};
 /* Events kept per job (older ones are overwritten). */
 #define RDZV_RING 64
 
@@ -33,6 +40,7 @@ struct rdzv_event {
 struct rdzv_info {
     uint64_t generation; /* latest formed; 0 = none */
     int running;
+    int completed; /* every member of the latest generation left finished */
     size_t members, joining;
     uint32_t world_size;
     uint64_t failures;

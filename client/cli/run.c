@@ -506,15 +506,15 @@ static int run_join(struct run_ctx *c)
     return 0;
 }
 
-/* End this node's membership; a dead handle has already ended it. */
-static void run_leave(struct run_ctx *c)
+/* End this node's membership (finished: its workers all succeeded); a dead handle has already ended it. */
+static void run_leave(struct run_ctx *c, int finished)
 {
     if (!c->member)
         return;
     c->member = 0;
     if (c->conn_lost)
         return;
-    int rc = muster_rdzv_leave(c->m, 0);
+    int rc = finished ? muster_rdzv_finish(c->m, 0) : muster_rdzv_leave(c->m, 0);
     if (rc == MUSTER_ECONN || rc == MUSTER_ETIMEDOUT)
         c->conn_lost = 1;
 }
@@ -663,7 +663,7 @@ static int run_restart(struct run_ctx *c, int rfd, enum run_outcome out)
      * To grow, stay a member (heartbeating) until the re-join: a join from a member breaks its
      * generation and enters the next round in one step, so the round cannot close without us. */
     if (out != RUN_GROW)
-        run_leave(c);
+        run_leave(c, 0);
     run_stop(c, rfd, SIGTERM);
     run_proc_free(&c->ws);
     if (c->sig)
@@ -692,7 +692,7 @@ static int run_loop(struct run_ctx *c, int rfd)
         if (out == RUN_DONE)
             out = run_finish(c, rfd);
         if (out == RUN_DONE) {
-            run_leave(c);
+            run_leave(c, 1);
             run_proc_free(&c->ws);
             fprintf(stderr, RUN_TAG "all workers finished\n");
             return 0;
@@ -701,7 +701,7 @@ static int run_loop(struct run_ctx *c, int rfd)
             int sig = c->sig;
             fprintf(stderr, RUN_TAG "got signal %d; stopping workers\n", sig);
             run_stop(c, rfd, sig);
-            run_leave(c);
+            run_leave(c, 0);
             int status = c->ws.first_failure;
             run_proc_free(&c->ws);
             return status ? status : 128 + sig;

@@ -82,6 +82,10 @@ MUSTER_API uint32_t muster_rdzv_heartbeat_interval(const muster_t *m);
 /* Leave the job; the generation, if running, breaks for the others.
  * MUSTER_ENOTMEMBER when this handle never joined. */
 MUSTER_API int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms);
+/* Leave the job having finished its work: the generation does not break, and
+ * once every member has finished it counts as completed, not failed.
+ * MUSTER_ENOTMEMBER when this handle never joined. */
+MUSTER_API int muster_rdzv_finish(muster_t *m, uint32_t timeout_ms);
 /* Free an assignment; NULL is a no-op. */
 MUSTER_API void muster_assignment_free(muster_assignment *a);
 

@@ -322,6 +322,49 @@ static void t_leave_and_rejoin(void *arg)
     joiner_free(&js[1]);
 }
 
+/* Members that leave finished do not break their generation: the one still running hears nothing and
+ * keeps heartbeating, no failure is counted and no broken key appears; once the last one finishes the
+ * generation is complete, and the job's next round forms the next generation. */
+static void t_finish(void *arg)
+{
+    (void)arg;
+    struct joiner js[2];
+    char key[96];
+    joiner_init(&js[0], "finish", "a", 1, 2, 2, 0);
+    joiner_init(&js[1], "finish", "b", 1, 2, 2, 0);
+    join_all(js, 2);
+    if (js[0].rc != MUSTER_OK || js[1].rc != MUSTER_OK) {
+        CHECK(!"generation did not form");
+        joiner_free(&js[0]);
+        joiner_free(&js[1]);
+        return;
+    }
+    uint64_t g1 = js[0].a->generation;
+    long long failures = h_stat(&d, "rdzv_failures");
+    CHECK_EQ(muster_rdzv_finish(js[0].m, 0), MUSTER_OK);
+    muster_event *ev = NULL;
+    CHECK_EQ(muster_next_event(js[1].m, &ev, 300), MUSTER_ETIMEDOUT); /* no MEMBER_LOST */
+    muster_event_free(ev);
+    CHECK_EQ(muster_rdzv_heartbeat(js[1].m, g1, 0), MUSTER_OK);
+    CHECK_EQ(muster_rdzv_finish(js[1].m, 0), MUSTER_OK);
+    CHECK_EQ(muster_rdzv_finish(js[1].m, 0), MUSTER_ENOTMEMBER);
+    CHECK_EQ(h_stat(&d, "rdzv_failures"), failures);
+    snprintf(key, sizeof key, "muster/rdzv/%llu/broken", (unsigned long long)g1);
+    size_t n = 0;
+    void *v = NULL;
+    CHECK_EQ(muster_get(js[1].m, key, 0, 0, &v, &n), MUSTER_ENOTFOUND);
+    muster_free(v);
+    muster_assignment_free(js[0].a);
+    muster_assignment_free(js[1].a);
+    js[0].a = js[1].a = NULL;
+    join_all(js, 2);
+    CHECK_EQ(js[0].rc, MUSTER_OK);
+    if (js[0].a)
+        CHECK(js[0].a->generation == g1 + 1);
+    joiner_free(&js[0]);
+    joiner_free(&js[1]);
+}
+
 /* A join while a generation runs parks (even with min_nodes reached), tells the members
  * NODE_WAITING, and the members' re-join forms a bigger world in the next generation. */
 static void t_node_waiting(void *arg)
@@ -408,6 +451,7 @@ int main(void)
     H_RUN(t_join_timeout, NULL);
     H_RUN(t_leave_and_rejoin, NULL);
     H_RUN(t_node_waiting, NULL);
+    H_RUN(t_finish, NULL);
     H_RUN(t_counters, NULL);
     H_RUN(t_drain, NULL);
     return h_finish();
