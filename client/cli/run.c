@@ -477,7 +477,11 @@ static int run_connect(struct run_ctx *c)
 /* Join the next round; returns 0 or an exit status. */
 static int run_join(struct run_ctx *c)
 {
+    /* No worker runs while joining: a signal ends the launcher at once, also during a reconnect
+     * to a store that is gone (which may otherwise take --rdzv-timeout). */
+    run_joining = 1;
     int rc = run_connect(c);
+    run_joining = 0;
     if (rc)
         return rc;
     muster_rdzv_opts o = {
@@ -547,13 +551,17 @@ static enum run_outcome run_supervise(struct run_ctx *c, int rfd)
             return RUN_SIGNAL;
         if (c->ws.first_failure)
             return RUN_FAILED;
+        /* Growing before lost: the members' re-joins that grow the world break the generation, so a
+         * launcher that reads NODE_WAITING and MEMBER_LOST together must not count a restart. */
+        if (c->grow)
+            return RUN_GROW;
         if (c->lost)
             return RUN_LOST;
         if (c->ws.running == 0)
             return RUN_DONE;
-        if (c->grow)
-            return RUN_GROW;
         run_heartbeat(c);
+        if (c->lost || c->grow)
+            continue; /* the heartbeat's answer decided: act now, not after the next wait */
         run_pump(c, rfd, run_wait_ms(c, 1000));
     }
 }

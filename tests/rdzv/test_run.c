@@ -267,6 +267,40 @@ static void t_sigint(void *arg)
     show(&l, before);
 }
 
+/* With the store gone, a launcher retrying to reconnect (for up to --rdzv-timeout) still stops
+ * within a second or so of SIGTERM. */
+static void t_sigterm_store_gone(void *arg)
+{
+    (void)arg;
+    int before = h_failures();
+    struct h_daemon d;
+    struct launcher l;
+    char url[128];
+    fresh_out("gone");
+    const char *extra[] = {"--heartbeat-timeout", "1500", NULL};
+    if (h_start(&d, extra) < 0)
+        return;
+    h_url(&d, "gone", NULL, url, sizeof url);
+    const char *w = script("gone.sh", ": > \"$OUT/up.$RANK\"\nexec sleep 30\n");
+    const char *args[] = {"--url", url, "--nproc-per-node", "1", "--rdzv-timeout", "60", "--grace", "1", "--max-restarts", "3", w, NULL};
+    launch(&l, "gone", args);
+    CHECK(await_file("up.0", 10000));
+    kill(d.pid, SIGKILL);
+    h_stop(&d);
+    /* The heartbeat (every 0.5 s) finds the store gone; the worker is stopped, then reconnects start. */
+    char buf[4096];
+    for (int64_t end = h_now_ms() + 8000; h_now_ms() < end && !strstr(slurp(l.err, buf, sizeof buf), "lost");)
+        nap();
+    CHECK(strstr(buf, "lost") != NULL);
+    for (int i = 0; i < 150; i++) /* 1.5 s: past the worker's stop, into the reconnect loop */
+        nap();
+    int64_t t0 = h_now_ms();
+    kill(l.pid, SIGTERM);
+    CHECK_EQ(finish(&l, 10000), 128 + SIGTERM);
+    CHECK(h_now_ms() - t0 < 2000);
+    show(&l, before);
+}
+
 static const char pair_worker[] =
     "\"$MUSTER\" set \"up/$MUSTER_GENERATION/$RANK\" \"$WORLD_SIZE\" || exit 9\n"
     "if [ \"$WORLD_SIZE\" = 4 ]; then exec sleep 60; fi\n";
@@ -457,6 +491,7 @@ int main(void)
     H_RUN(t_no_restarts, NULL);
     H_RUN(t_prefix_output, NULL);
     H_RUN(t_sigint, NULL);
+    H_RUN(t_sigterm_store_gone, NULL);
     H_RUN(t_two_launchers, NULL);
     H_RUN(t_two_finish, NULL);
     H_RUN(t_scale_up, NULL);
