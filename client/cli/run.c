@@ -750,6 +750,9 @@ int run_main(int argc, char **argv, const char *url)
         fprintf(stderr, RUN_TAG "cannot create the signal pipe: %s\n", strerror(errno));
         return 5;
     }
+    if (run_guard_start() < 0)
+        fprintf(stderr, RUN_TAG "no guard process (%s): a worker's children may outlive a killed launcher\n",
+                strerror(errno));
     int status = run_setup_url(&c, url);
     if (status == 0)
         status = run_loop(&c, rfd);

@@ -59,6 +59,11 @@ void run_proc_output(struct run_workers *ws, const struct pollfd *pfd, int npfd)
 /* Flush remaining output, close the pipes and free the worker set. */
 void run_proc_free(struct run_workers *ws);
 
+/* Start the guard that kills the workers' process groups once the launcher is gone; 0 or -1. */
+int run_guard_start(void);
+/* Tell the guard about a worker's process group: started (op '+') or reaped ('-'). */
+void run_guard_note(char op, pid_t pgid);
+
 /* A private musterd for --standalone. */
 struct run_server {
     pid_t pid;

@@ -220,6 +220,7 @@ static int run_proc_spawn(struct run_workers *ws, struct run_worker *w, const st
     }
     /* Also set the group here, so a signal sent right after fork reaches it. */
     setpgid(pid, pid);
+    run_guard_note('+', pid);
     w->pid = pid;
     ws->running++;
     return 0;
@@ -268,6 +269,7 @@ int run_proc_reap(struct run_workers *ws)
         int st;
         if (w->pid <= 0 || waitpid(w->pid, &st, WNOHANG) != w->pid)
             continue;
+        run_guard_note('-', w->pid);
         w->pid = 0;
         w->status = run_proc_code(st);
         ws->running--;

@@ -301,6 +301,44 @@ static void t_sigterm_store_gone(void *arg)
     show(&l, before);
 }
 
+/* Whether process pid is gone (or a zombie) within ms. */
+static int gone_within(pid_t pid, int ms)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (int64_t end = h_now_ms() + ms; h_now_ms() < end; nap()) {
+        const char *s = slurp(path, buf, sizeof buf);
+        const char *close_paren = strrchr(s, ')');
+        if (!*s || (close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z'))
+            return 1;
+    }
+    return 0;
+}
+
+/* A worker wrapped in a shell whose launcher is SIGKILLed: the shell's child (the real worker, a
+ * grandchild of the launcher) is killed too, not left running. */
+static void t_wrapped_worker_launcher_killed(void *arg)
+{
+    (void)arg;
+    int before = h_failures();
+    struct launcher l;
+    char buf[64];
+    fresh_out("wrapped");
+    const char *w = script("wrapped.sh", "sleep 300 &\necho $! > \"$OUT/gc.$RANK\"\nwait\n");
+    const char *args[] = {"--standalone", "--nproc-per-node", "1", w, NULL};
+    launch(&l, "wrapped", args);
+    CHECK(await_file("gc.0", 10000));
+    nap();
+    pid_t gc = (pid_t)atoi(out_file("gc.0", buf, sizeof buf));
+    CHECK(gc > 0 && kill(gc, 0) == 0);
+    kill(l.pid, SIGKILL);
+    CHECK_EQ(finish(&l, 5000), 128 + SIGKILL);
+    CHECK(gc > 0 && gone_within(gc, 3000));
+    if (gc > 0)
+        kill(gc, SIGKILL);
+    show(&l, before);
+}
+
 static const char pair_worker[] =
     "\"$MUSTER\" set \"up/$MUSTER_GENERATION/$RANK\" \"$WORLD_SIZE\" || exit 9\n"
     "if [ \"$WORLD_SIZE\" = 4 ]; then exec sleep 60; fi\n";
@@ -492,6 +530,7 @@ int main(void)
     H_RUN(t_prefix_output, NULL);
     H_RUN(t_sigint, NULL);
     H_RUN(t_sigterm_store_gone, NULL);
+    H_RUN(t_wrapped_worker_launcher_killed, NULL);
     H_RUN(t_two_launchers, NULL);
     H_RUN(t_two_finish, NULL);
     H_RUN(t_scale_up, NULL);
