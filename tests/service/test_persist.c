@@ -6,10 +6,6 @@
  * with SIGKILL at a random moment, trial after trial on the same directory;
  * after every restart each acknowledged write is there with its value, and
  * no key that was never sent appears.
- *
- * Daemons are started here rather than by h_start(), which keeps a small
- * fixed table: the crash test starts a hundred.  Each dies with the test
- * (PR_SET_PDEATHSIG) if the test itself is killed by its timeout.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,14 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <muster/rdzv.h>
 
 #include "hclient.h"
+#include "hdata.h"
 #include "hhttp.h"
 
 /* Crash trials run by default; MUSTER_CRASH_TRIALS overrides (scripts/crash-test.sh runs 100). */
@@ -33,76 +28,6 @@
 #define CRASH_WRITERS 4
 
 static char datadir[4200];
-static int nstarted;
-
-/* Start musterd on port 0 with the data dir and extra flags; fills d (url, pid); 0 on success. */
-static int spawn(struct h_daemon *d, const char *const *extra)
-{
-    const char *bin = getenv("MUSTER_TEST_MUSTERD");
-    if (!bin)
-        h_skip("MUSTER_TEST_MUSTERD is not set");
-    memset(d, 0, sizeof *d);
-    /* The test's temp dir is short; longer paths are refused rather than cut. */
-    if (snprintf(d->dir, sizeof d->dir / 2, "%s/run%d", h_tmpdir(), nstarted++) >= (int)sizeof d->dir / 2)
-        return -1;
-    mkdir(d->dir, 0700);
-    char pf[PATH_MAX];
-    snprintf(pf, sizeof pf, "%.*s/port", (int)sizeof d->dir / 2, d->dir);
-    snprintf(d->log, sizeof d->log, "%.*s/musterd.log", (int)sizeof d->dir / 2, d->dir);
-    const char *argv[32] = {bin, "--listen", "127.0.0.1:0", "--port-file", pf, "--data-dir", datadir};
-    int n = 7;
-    for (int i = 0; extra && extra[i] && n < 31; i++)
-        argv[n++] = extra[i];
-    argv[n] = NULL;
-    pid_t parent = getpid();
-    d->pid = fork();
-    if (d->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        dup2(fd, 2);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    d->port = hh_port_file(pf, 10000);
-    snprintf(d->url, sizeof d->url, "tcp://127.0.0.1:%u", d->port);
-    return d->port ? 0 : -1;
-}
-
-/* Wait for d to exit within ms; its exit code (128+signal when killed), or -1 after killing it. */
-static int reap(struct h_daemon *d, int ms)
-{
-    int ws = 0;
-    for (int i = 0; i < ms / 10; i++) {
-        if (waitpid(d->pid, &ws, WNOHANG) == d->pid)
-            return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-        usleep(10000); /* a child's exit can only be polled for or blocked on */
-    }
-    kill(d->pid, SIGKILL);
-    waitpid(d->pid, &ws, 0);
-    return -1;
-}
-
-/* SIGTERM d and expect a clean exit. */
-static void stop(struct h_daemon *d)
-{
-    kill(d->pid, SIGTERM);
-    CHECK_EQ(reap(d, 10000), 0);
-}
-
-/* Whether d's log contains text. */
-static int log_has(const struct h_daemon *d, const char *text)
-{
-    FILE *fp = fopen(d->log, "r");
-    char line[4096];
-    int found = 0;
-    while (fp && !found && fgets(line, sizeof line, fp))
-        found = strstr(line, text) != NULL;
-    if (fp)
-        fclose(fp);
-    return found;
-}
 
 /* Join a one-node round in ns; the generation, or 0. */
 static uint64_t one_node_generation(muster_t *m)
@@ -119,7 +44,7 @@ static void t_restart(void *arg)
 {
     (void)arg;
     struct h_daemon d;
-    if (spawn(&d, NULL) != 0) {
+    if (hd_spawn(&d, datadir, NULL) != 0) {
         CHECK(!"daemon started");
         return;
     }
@@ -134,12 +59,12 @@ static void t_restart(void *arg)
     CHECK_EQ(one_node_generation(b), 1);
     muster_close(a);
     muster_close(b);
-    stop(&d);
-    if (spawn(&d, NULL) != 0) {
+    hd_stop(&d);
+    if (hd_spawn(&d, datadir, NULL) != 0) {
         CHECK(!"daemon restarted");
         return;
     }
-    CHECK(log_has(&d, "recovered"));
+    CHECK(hd_log_has(&d, "recovered"));
     a = hc_connect(&d, "ja", NULL);
     b = hc_connect(&d, "jb", NULL);
     HC_EXPECT(a, "x", "1");
@@ -152,22 +77,7 @@ static void t_restart(void *arg)
     CHECK_EQ(one_node_generation(b), 2);
     muster_close(a);
     muster_close(b);
-    stop(&d);
-}
-
-/* The newest log segment's path in the data dir (into buf); 0 on success. */
-static int newest_segment(char *buf, size_t n)
-{
-    char cmd[4400];
-    snprintf(cmd, sizeof cmd, "ls %s | grep '^log\\.' | sort | tail -n 1", datadir);
-    FILE *p = popen(cmd, "r");
-    char name[64] = "";
-    int ok = p && fgets(name, sizeof name, p) != NULL;
-    if (p)
-        pclose(p);
-    name[strcspn(name, "\n")] = 0;
-    snprintf(buf, n, "%s/%s", datadir, name);
-    return ok && *name ? 0 : -1;
+    hd_stop(&d);
 }
 
 /* A half-written record at the end of the log is dropped with a log line; the rest is kept. */
@@ -175,31 +85,31 @@ static void t_torn_tail(void *arg)
 {
     (void)arg;
     struct h_daemon d;
-    if (spawn(&d, NULL) != 0) {
+    if (hd_spawn(&d, datadir, NULL) != 0) {
         CHECK(!"daemon started");
         return;
     }
     muster_t *m = hc_connect(&d, "torn", NULL);
     CHECK_EQ(hc_set_str(m, "kept", "yes"), MUSTER_OK);
     muster_close(m);
-    stop(&d);
+    hd_stop(&d);
     char seg[4400];
-    CHECK_EQ(newest_segment(seg, sizeof seg), 0);
+    CHECK_EQ(hd_segment(datadir, 1, seg, sizeof seg), 0);
     FILE *fp = fopen(seg, "ab");
     /* A header promising 100 bytes, then 3 of them: what a crash mid-write leaves. */
     static const unsigned char torn[] = {0, 0, 0, 100, 1, 2, 3, 4, 9, 9, 9};
     CHECK(fp && fwrite(torn, 1, sizeof torn, fp) == sizeof torn);
     if (fp)
         fclose(fp);
-    if (spawn(&d, NULL) != 0) {
+    if (hd_spawn(&d, datadir, NULL) != 0) {
         CHECK(!"daemon restarted after a torn tail");
         return;
     }
-    CHECK(log_has(&d, "torn record"));
+    CHECK(hd_log_has(&d, "torn record"));
     m = hc_connect(&d, "torn", NULL);
     HC_EXPECT(m, "kept", "yes");
     muster_close(m);
-    stop(&d);
+    hd_stop(&d);
 }
 
 /* Many overwrites past --compact-bytes produce snapshots; the state is the same after a restart. */
@@ -208,7 +118,7 @@ static void t_compaction(void *arg)
     (void)arg;
     struct h_daemon d;
     const char *small[] = {"--compact-bytes", "4K", NULL};
-    if (spawn(&d, small) != 0) {
+    if (hd_spawn(&d, datadir, small) != 0) {
         CHECK(!"daemon started");
         return;
     }
@@ -220,12 +130,12 @@ static void t_compaction(void *arg)
         CHECK_EQ(hc_set_str(m, key, val), MUSTER_OK);
     }
     muster_close(m);
-    stop(&d);
+    hd_stop(&d);
     char snap[4400];
     snprintf(snap, sizeof snap, "%s/snapshot", datadir);
     CHECK(access(snap, F_OK) == 0);
-    CHECK(log_has(&d, "snapshot written"));
-    if (spawn(&d, NULL) != 0) {
+    CHECK(hd_log_has(&d, "snapshot written"));
+    if (hd_spawn(&d, datadir, NULL) != 0) {
         CHECK(!"daemon restarted");
         return;
     }
@@ -236,7 +146,7 @@ static void t_compaction(void *arg)
         HC_EXPECT(m, key, val);
     }
     muster_close(m);
-    stop(&d);
+    hd_stop(&d);
 }
 
 /* A snapshot with a flipped byte: the daemon refuses to start and says why. */
@@ -254,10 +164,10 @@ static void t_corrupt_snapshot(void *arg)
     CHECK(pwrite(fd, &c, 1, size / 2) == 1);
     close(fd);
     struct h_daemon d;
-    CHECK(spawn(&d, NULL) != 0);
-    CHECK_EQ(reap(&d, 10000), 65); /* EX_DATAERR */
-    CHECK(log_has(&d, "is corrupt"));
-    CHECK(log_has(&d, "refusing to start"));
+    CHECK(hd_spawn(&d, datadir, NULL) != 0);
+    CHECK_EQ(hd_reap(&d, 10000), 65); /* EX_DATAERR */
+    CHECK(hd_log_has(&d, "is corrupt"));
+    CHECK(hd_log_has(&d, "refusing to start"));
     /* Moving it away is the documented way out (state it held is then gone). */
     char aside[4500];
     snprintf(aside, sizeof aside, "%s.bad", snap);
@@ -328,7 +238,7 @@ static void crash_trial(int trial, uint64_t *expect_keys)
 {
     struct h_daemon d;
     const char *always[] = {"--fsync", "always", NULL};
-    if (spawn(&d, always) != 0) {
+    if (hd_spawn(&d, datadir, always) != 0) {
         CHECK(!"daemon started");
         return;
     }
@@ -339,10 +249,10 @@ static void crash_trial(int trial, uint64_t *expect_keys)
     }
     usleep((useconds_t)(20000 + rand() % 60000)); /* the random moment of the crash */
     kill(d.pid, SIGKILL);
-    CHECK_EQ(reap(&d, 10000), 128 + SIGKILL);
+    CHECK_EQ(hd_reap(&d, 10000), 128 + SIGKILL);
     for (int i = 0; i < CRASH_WRITERS; i++)
         pthread_join(w[i].th, NULL);
-    if (spawn(&d, always) != 0) {
+    if (hd_spawn(&d, datadir, always) != 0) {
         CHECK(!"daemon restarted after SIGKILL");
         return;
     }
@@ -355,7 +265,7 @@ static void crash_trial(int trial, uint64_t *expect_keys)
     CHECK_EQ(count, *expect_keys);
     muster_close(m);
     kill(d.pid, SIGKILL); /* the next trial recovers from a kill with nothing in flight, too */
-    reap(&d, 10000);
+    hd_reap(&d, 10000);
 }
 
 /* The crash test: trials of SIGKILL during a write load with --fsync always. */
