@@ -167,7 +167,7 @@ static const struct opt_row opt_rows[] = {
      "keep state in this directory (log + snapshot) and recover it at start; empty = memory only", -1, 0, 0},
     {"fsync", "MUSTER_FSYNC", OPT_STR, UNIT_COUNT, "always", OFF(fsync),
      "with --data-dir: always (replies wait for fsync; survives power loss), everysec (replies wait for the "
-     "write; a power loss may lose the last second) or never (the kernel decides)", -1, 0, 0},
+     "write and are fsynced within a second; a power loss may lose the last second) or never (the kernel decides)", -1, 0, 0},
     {"compact-bytes", "MUSTER_COMPACT_BYTES", OPT_UINT, UNIT_BYTES, "64M", OFF(compact_bytes),
      "start a new log segment and compact older ones into the snapshot once a segment reaches this size",
      STAT_PERSIST_SNAPSHOTS, NOCAP, 0},

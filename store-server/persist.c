@@ -82,7 +82,7 @@ struct persist {
     pthread_t writer;
     int writer_started;
     int seg_fd;
-    uint64_t seg_seq, seg_bytes, last_sync_ms;
+    uint64_t seg_seq, seg_bytes, last_sync_ms, writer_fsyncs;
     int dirty;
     struct compactor *compact;
 };
@@ -136,6 +136,7 @@ static int persist_maybe_sync(struct persist *p, int force)
         return errno;
     p->dirty = 0;
     p->last_sync_ms = now;
+    p->writer_fsyncs++;
     pthread_mutex_lock(&p->mu);
     p->n_fsyncs++;
     pthread_mutex_unlock(&p->mu);
@@ -188,6 +189,27 @@ static void persist_wake_loop(struct persist *p)
     (void)n; /* a full counter already wakes the loop */
 }
 
+/* Wait (mu held) for work; with unsynced everysec writes, no later than a second after the last fsync. */
+static void persist_writer_idle(struct persist *p)
+{
+    if (p->policy != FSYNC_EVERYSEC || !p->dirty) {
+        pthread_cond_wait(&p->cv, &p->mu);
+        return;
+    }
+    /* The deadline is the last fsync plus a second, not "a second from now": a timer restarted by every
+     * batch let a write made just after an fsync wait almost two seconds for the next one. */
+    uint64_t due = p->last_sync_ms + 1000;
+    struct timespec ts = {(time_t)(due / 1000), (long)(due % 1000) * 1000000};
+    pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+    pthread_mutex_unlock(&p->mu);
+    uint64_t before = p->writer_fsyncs;
+    int rc = persist_maybe_sync(p, 0);
+    if (p->writer_fsyncs != before)
+        persist_wake_loop(p); /* so the fsync counter moves without waiting for the next write */
+    pthread_mutex_lock(&p->mu);
+    p->werr = p->werr ? p->werr : rc;
+}
+
 /* The writer: take batches as the loop hands them over, until told to stop with nothing left. */
 static void *persist_writer(void *arg)
 {
@@ -196,15 +218,7 @@ static void *persist_writer(void *arg)
     pthread_mutex_lock(&p->mu);
     while (batch && !p->werr && (!p->stop || evbuffer_get_length(p->queue) > 0)) {
         if (evbuffer_get_length(p->queue) == 0) {
-            /* Idle: wake at least once a second for the everysec fsync. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-            pthread_mutex_unlock(&p->mu);
-            int rc = persist_maybe_sync(p, 0);
-            pthread_mutex_lock(&p->mu);
-            p->werr = p->werr ? p->werr : rc;
+            persist_writer_idle(p);
             continue;
         }
         evbuffer_add_buffer(batch, p->queue);
@@ -633,7 +647,12 @@ static int persist_loop_init(struct persist *p)
     if (!p->kick_ev || !p->done_ev || event_add(p->done_ev, NULL) != 0)
         return -1;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
+    /* The writer's deadlines are on the monotonic clock (persist_ms). */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
     return 0;
 }
 
