@@ -26,6 +26,7 @@
 #include <uthash.h>
 
 #include "keyspace.h"
+#include "muster.pb-c.h"
 #include "log.h"
 #include "stats.h"
 
@@ -122,14 +123,14 @@ int compact_snap_step(struct compact_snap_check *s, const struct prec *r)
         if (s->begun)
             return -1;
         s->begun = 1;
-        s->next_seq = r->req->id;
+        s->next_seq = r->id;
         return 0;
     }
     if (!s->begun)
         return -1;
     if (r->kind == PREC_SNAP_END) {
         s->ended = 1;
-        return r->req->id == s->count ? 0 : -1;
+        return r->id == s->count ? 0 : -1;
     }
     s->count++;
     return 0;
@@ -175,14 +176,12 @@ static int compact_fold(void *arg, const struct prec *r)
     struct compact_ns *ns = compact_ns_of(st, r->ns[0] ? r->ns : "default");
     if (!ns)
         return -1;
-    if (r->kind == PREC_SET) {
-        const Muster__SetReq *s = r->req->set;
-        return ks_set(&ns->ks, s->key, strlen(s->key), s->value.data, s->value.len, 0) == MUSTER__STATUS__OK ? 0 : -1;
-    }
+    if (r->kind == PREC_SET)
+        return ks_set(&ns->ks, r->key, r->klen, (uint8_t *)r->val, r->vlen, 0) == MUSTER__STATUS__OK ? 0 : -1;
     if (r->kind == PREC_DEL)
-        ks_delete(&ns->ks, r->req->delete_->key, strlen(r->req->delete_->key));
-    else if (r->req->rdzv_heartbeat->generation > ns->gen)
-        ns->gen = r->req->rdzv_heartbeat->generation;
+        ks_delete(&ns->ks, r->key, r->klen);
+    else if (r->gen > ns->gen)
+        ns->gen = r->gen;
     return 0;
 }
 
@@ -200,15 +199,16 @@ static void compact_state_free(struct compact_state *st)
 /* Rebuild the state of the snapshot plus segments up to upto; *next gets the old snapshot's next; 0 on success. */
 static int compact_rebuild(struct compactor *cp, struct compact_state *st, uint64_t upto)
 {
-    char path[4096], why[256];
-    long good = 0;
+    char path[4096];
+    struct prec_end end;
     compact_snap_path(cp->dir, 0, path, sizeof path);
     if (access(path, F_OK) == 0) {
         st->in_snapshot = 1;
-        int rc = prec_read_file(path, compact_fold, st, &good, why, sizeof why);
+        int rc = prec_read_file(path, compact_fold, st, &end);
         st->in_snapshot = 0;
         if (rc != 0 || !st->snap.ended) {
-            log_msg(LOG_ERROR, "compaction: cannot read %s (%s)", path, rc ? why : "no end record");
+            log_msg(LOG_ERROR, "compaction: cannot read %s (%s)", path,
+                    rc == 1 ? "cut short" : rc ? end.why : "no end record");
             return -1;
         }
     }
@@ -216,8 +216,9 @@ static int compact_rebuild(struct compactor *cp, struct compact_state *st, uint6
         compact_seg_path(cp->dir, seq, path, sizeof path);
         if (access(path, F_OK) != 0)
             continue;
-        if (prec_read_file(path, compact_fold, st, &good, why, sizeof why) != 0) {
-            log_msg(LOG_ERROR, "compaction: cannot read %s (%s)", path, why);
+        int rc = prec_read_file(path, compact_fold, st, &end);
+        if (rc != 0) {
+            log_msg(LOG_ERROR, "compaction: cannot read %s (%s)", path, rc == 1 ? "cut short" : end.why);
             return -1;
         }
         if (__atomic_load_n(&cp->stop, __ATOMIC_RELAXED))

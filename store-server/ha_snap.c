@@ -274,11 +274,10 @@ void ha_snap_write(struct ha_snap *s, int64_t lease, int64_t rev)
 /* Apply every record of n bytes at p to the live state; the number applied. */
 uint64_t ha_snap_apply(struct server *srv, const uint8_t *p, size_t n)
 {
-    FILE *fp = n ? fmemopen((void *)p, n, "r") : NULL;
     uint64_t count = 0;
-    while (fp) {
+    for (size_t at = 0;;) {
         struct prec r;
-        enum prec_read st = prec_get(fp, &r);
+        enum prec_read st = prec_next(p, n, &at, &r);
         if (st == PREC_EOF)
             break;
         if (st != PREC_OK) {
@@ -291,15 +290,19 @@ uint64_t ha_snap_apply(struct server *srv, const uint8_t *p, size_t n)
         prec_free(&r);
         count++;
     }
-    if (fp)
-        fclose(fp);
     stats_add(&srv->stats, STAT_HA_REPLAYED, count);
     return count;
 }
 
+/* One key of a namespace, copied (a key may hold any byte). */
+struct ha_snap_kcopy {
+    char *k;
+    size_t len;
+};
+
 /* Keys of one namespace, collected before they are deleted (ks_each must not change the keyspace). */
 struct ha_snap_keys {
-    char **k;
+    struct ha_snap_kcopy *k;
     size_t n, cap;
 };
 
@@ -309,15 +312,16 @@ static int ha_snap_note_key(void *arg, const struct ks_entry *e)
     struct ha_snap_keys *ks = arg;
     if (ks->n == ks->cap) {
         size_t cap = ks->cap ? ks->cap * 2 : 64;
-        char **k = realloc(ks->k, cap * sizeof *k);
+        struct ha_snap_kcopy *k = realloc(ks->k, cap * sizeof *k);
         if (!k)
             return -1;
         ks->k = k;
         ks->cap = cap;
     }
-    if (!(ks->k[ks->n] = strndup(e->key, e->klen)))
+    if (!(ks->k[ks->n].k = malloc(e->klen ? e->klen : 1)))
         return -1;
-    ks->n++;
+    memcpy(ks->k[ks->n].k, e->key, e->klen);
+    ks->k[ks->n++].len = e->klen;
     return 0;
 }
 
@@ -328,15 +332,10 @@ static void ha_snap_empty_ns(struct ns *ns, void *arg)
     struct ha_snap_keys keys = {0};
     ks_each(&ns->ks, ha_snap_note_key, &keys);
     for (size_t i = 0; i < keys.n; i++) {
-        Muster__DeleteReq d = MUSTER__DELETE_REQ__INIT;
-        Muster__Request rq = MUSTER__REQUEST__INIT;
-        d.key = keys.k[i];
-        rq.op_case = MUSTER__REQUEST__OP_DELETE;
-        rq.delete_ = &d;
-        struct prec r = {.kind = PREC_DEL, .req = &rq};
+        struct prec r = {.kind = PREC_DEL, .key = keys.k[i].k, .klen = keys.k[i].len};
         snprintf(r.ns, sizeof r.ns, "%s", ns->name);
         persist_apply_replicated(srv, &r);
-        free(keys.k[i]);
+        free(keys.k[i].k);
     }
     free(keys.k);
 }

@@ -171,6 +171,10 @@ static const struct opt_row opt_rows[] = {
     {"compact-bytes", "MUSTER_COMPACT_BYTES", OPT_UINT, UNIT_BYTES, "64M", OFF(compact_bytes),
      "start a new log segment and compact older ones into the snapshot once a segment reaches this size",
      STAT_PERSIST_SNAPSHOTS, NOCAP, 0},
+    {"repair-log", "MUSTER_REPAIR_LOG", OPT_BOOL, UNIT_COUNT, "false", OFF(repair_log),
+     "with --data-dir: start even though the directory is damaged or incomplete, cutting the log at the first "
+     "damage and accepting a missing snapshot or segment (every loss is logged; cut bytes are kept in "
+     "*.dropped.* files); for one deliberate start, never as a standing setting", -1, 0, 0},
 #ifdef MUSTER_HAVE_HA
     {"ha", "MUSTER_HA", OPT_STR, UNIT_COUNT, "", OFF(ha),
      "etcd://HOST:PORT[,HOST:PORT...]/PREFIX: run as one of a high-availability set elected through etcd; "

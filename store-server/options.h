@@ -70,6 +70,7 @@ struct options {
     char *data_dir;
     char *fsync;
     uint64_t compact_bytes;
+    int repair_log;  /* --repair-log: start from a damaged or incomplete data directory */
     char *ha;        /* --ha etcd URL (ha.c); "" = off */
     uint64_t ha_ttl; /* --ha-ttl, ms */
     uint64_t ha_batch_bytes;    /* --ha-batch-bytes */

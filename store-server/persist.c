@@ -15,11 +15,8 @@
  * client's write read back - can be lost by a crash.  Batches form
  * naturally while an fsync runs: group commit.
  *
- * Recovery (before any listener opens): the snapshot, if any, must be
- * intact or the daemon refuses to start; then the segments it does not
- * cover are replayed in order.  A torn record at the very end of the last
- * segment is what a crash mid-write leaves: it is cut off with a log line.
- * A new segment is started after recovery.  Compaction (compact.c) folds
+ * Recovery (recover.c, before any listener opens) replays the snapshot and
+ * the segments it does not cover; a new segment is started after it.  Compaction (compact.c) folds
  * closed segments into a new snapshot on its own thread.
  *
  * With --ha (ha.c) the leader also hands every record to the etcd log, and
@@ -52,7 +49,7 @@
 #include "log.h"
 #include "ns.h"
 #include "precord.h"
-#include "rdzv.h"
+#include "recover.h"
 #include "server.h"
 
 enum persist_policy { FSYNC_ALWAYS, FSYNC_EVERYSEC, FSYNC_NEVER };
@@ -462,46 +459,6 @@ int persist_ready(const struct server *srv)
 
 /* ----------------------------------------------------------------- recovery */
 
-/* What replay tracks: the server, the snapshot check while reading it, and totals. */
-struct persist_replay {
-    struct server *srv;
-    struct compact_snap_check snap;
-    int in_snapshot;
-    uint64_t records, skipped;
-};
-
-/* Apply one data record (set, delete, generation) to srv; whether it was refused (its namespace or a limit). */
-static int persist_apply_one(struct server *srv, const struct prec *r)
-{
-    int st = MUSTER__STATUS__OK;
-    struct ns *ns = ns_get(srv, r->ns[0] ? r->ns : "default", &st);
-    if (!ns)
-        return 1;
-    if (r->kind == PREC_SET) {
-        const Muster__SetReq *s = r->req->set;
-        st = ks_set(&ns->ks, s->key, strlen(s->key), s->value.data, s->value.len, 0);
-    } else if (r->kind == PREC_DEL) {
-        ks_delete(&ns->ks, r->req->delete_->key, strlen(r->req->delete_->key));
-    } else {
-        rdzv_restore_generation(ns, r->req->rdzv_heartbeat->generation);
-    }
-    return st != MUSTER__STATUS__OK;
-}
-
-/* Apply one recovered record to the live server. */
-static int persist_apply(void *arg, const struct prec *r)
-{
-    struct persist_replay *rp = arg;
-    if (rp->in_snapshot && compact_snap_step(&rp->snap, r) != 0)
-        return -1;
-    if (r->kind == PREC_SNAP_BEGIN || r->kind == PREC_SNAP_END)
-        return rp->in_snapshot ? 0 : -1;
-    rp->records++;
-    /* A limit lowered since the write can refuse it now: keep going, but say so. */
-    rp->skipped += persist_apply_one(rp->srv, r);
-    return 0;
-}
-
 /* Apply a record the etcd log delivered (a standby following the leader); with a data directory it is
  * logged there too, but never sent back to etcd.  Whether it was refused. */
 int persist_apply_replicated(struct server *srv, const struct prec *r)
@@ -511,84 +468,10 @@ int persist_apply_replicated(struct server *srv, const struct prec *r)
         return 0;
     if (p)
         p->from_ha = 1;
-    int refused = persist_apply_one(srv, r);
+    int refused = recover_apply_one(srv, r);
     if (p)
         p->from_ha = 0;
     return refused;
-}
-
-/* Load the snapshot if there is one; *next gets the first segment it does not cover; 0 or an exit status. */
-static int persist_load_snapshot(struct persist *p, struct persist_replay *rp, uint64_t *next)
-{
-    char path[4096], why[256];
-    compact_snap_path(p->dir, 0, path, sizeof path);
-    *next = 0;
-    if (access(path, F_OK) != 0)
-        return 0;
-    long good = 0;
-    rp->in_snapshot = 1;
-    int rc = prec_read_file(path, persist_apply, rp, &good, why, sizeof why);
-    rp->in_snapshot = 0;
-    if (rc == 1)
-        snprintf(why, sizeof why, "cut short or damaged at offset %ld", good);
-    if (rc == 0 && !rp->snap.ended)
-        snprintf(why, sizeof why, "no end record"), rc = -1;
-    if (rc != 0) {
-        log_msg(LOG_ERROR,
-                "snapshot %s is corrupt (%s): refusing to start; restore it from a backup, or move it away to "
-                "start from the log segments alone (state they do not cover is then lost)",
-                path, why);
-        return EX_DATAERR;
-    }
-    *next = rp->snap.next_seq;
-    return 0;
-}
-
-/* Cut a torn tail off the last segment at offset good, saying so. */
-static int persist_cut_tail(const char *path, long good)
-{
-    struct stat sb;
-    long long size = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
-    log_msg(LOG_WARN, "log %s ends in a torn record (a crash during a write): dropping %lld bytes after offset %ld",
-            path, size - good, good);
-    if (truncate(path, good) != 0) {
-        log_msg(LOG_ERROR, "cannot truncate %s: %s", path, strerror(errno));
-        return EX_IOERR;
-    }
-    return 0;
-}
-
-/* Replay the segments from first on (older ones are leftovers of a finished compaction); 0 or an exit status. */
-static int persist_load_segments(struct persist *p, struct persist_replay *rp, uint64_t first, uint64_t *last)
-{
-    uint64_t *seqs = NULL;
-    size_t n = 0;
-    if (compact_segments(p->dir, &seqs, &n) != 0) {
-        log_msg(LOG_ERROR, "cannot list %s: %s", p->dir, strerror(errno));
-        return EX_IOERR;
-    }
-    int rc = 0;
-    *last = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        char path[4096], why[256];
-        compact_seg_path(p->dir, seqs[i], path, sizeof path);
-        if (seqs[i] < first) {
-            unlink(path);
-            continue;
-        }
-        long good = 0;
-        int r = prec_read_file(path, persist_apply, rp, &good, why, sizeof why);
-        if (r == 1 && i + 1 == n)
-            rc = persist_cut_tail(path, good);
-        else if (r != 0) {
-            log_msg(LOG_ERROR, "log segment %s is corrupt (%s%s): refusing to start", path,
-                    r == 1 ? "damaged record before the last segment's end" : why, "");
-            rc = EX_DATAERR;
-        }
-        *last = seqs[i];
-    }
-    free(seqs);
-    return rc;
 }
 
 /* Create (if needed) and lock the data directory; 0 or an exit status. */
@@ -610,28 +493,6 @@ static int persist_lock_dir(struct persist *p)
         return EX_TEMPFAIL;
     }
     return 0;
-}
-
-/* Recover the directory's state; *first gets the snapshot's next segment, *last the newest segment
- * replayed (0: none); 0 or an exit status. */
-static int persist_recover(struct persist *p, uint64_t *first, uint64_t *last)
-{
-    struct persist_replay rp = {.srv = p->srv};
-    uint64_t t0 = persist_ms();
-    char tmp[4096];
-    compact_snap_path(p->dir, 1, tmp, sizeof tmp);
-    unlink(tmp); /* an abandoned snapshot */
-    p->replaying = 1;
-    int rc = persist_load_snapshot(p, &rp, first);
-    if (!rc)
-        rc = persist_load_segments(p, &rp, *first, last);
-    p->replaying = 0;
-    if (!rc)
-        log_msg(LOG_INFO, "recovered %" PRIu64 " records from %s in %" PRIu64 " ms%s", rp.records, p->dir,
-                persist_ms() - t0, rp.skipped ? " (some refused by current limits)" : "");
-    if (rp.skipped)
-        log_msg(LOG_WARN, "%" PRIu64 " recovered records were refused by the current limits", rp.skipped);
-    return rc;
 }
 
 /* Make the loop's events and the shared buffers; 0 on success. */
@@ -704,8 +565,11 @@ int persist_open(struct server *srv)
         return EX_OSERR;
     uint64_t first = 0, last = 0;
     int rc = persist_lock_dir(p);
-    if (!rc)
-        rc = persist_recover(p, &first, &last);
+    if (!rc) {
+        p->replaying = 1;
+        rc = recover_dir(srv, p->dir, o->repair_log, &first, &last);
+        p->replaying = 0;
+    }
     if (!rc)
         rc = persist_start_threads(p, first, last);
     p->ready = rc == 0;

@@ -1,18 +1,15 @@
-/* Durable records: the framing (length, crc32, body) shared by the log segments and the snapshot. */
+/* Durable records: the framing (length, crc32, body) shared by the log segments, the snapshot and the
+ * --ha log and snapshots, and telling a torn tail from damage. */
 #ifndef MUSTERD_PRECORD_H
 #define MUSTERD_PRECORD_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-
-#include "muster.pb-c.h"
 
 struct evbuffer;
 
-/* What a record says.  The body after the kind and namespace is a packed Request whose op
- * carries the data: set (key, value), delete (key), rdzv_heartbeat (generation); the snapshot's
- * first and last records use ping and carry the next segment / the record count in the id. */
+/* What a record says: set (key, value), delete (key), generation (gen); a snapshot's first record
+ * (begin: id = the first segment it does not cover) and last (end: id = the records between). */
 enum prec_kind { PREC_SET = 1, PREC_DEL = 2, PREC_GEN = 3, PREC_SNAP_BEGIN = 4, PREC_SNAP_END = 5 };
 
 /* Bytes of a record header: big-endian body length, then the body's zlib crc32. */
@@ -20,27 +17,43 @@ enum prec_kind { PREC_SET = 1, PREC_DEL = 2, PREC_GEN = 3, PREC_SNAP_BEGIN = 4, 
 /* The largest body a reader accepts (a value, its key and framing). */
 #define PREC_MAX_BODY (UINT32_C(1) << 30)
 
-/* A decoded record: kind, namespace (NUL-terminated) and the unpacked request (caller frees). */
+/* A decoded record.  key and val point into the decoded message (valid until prec_free); a key may
+ * hold any byte, NUL included. */
 struct prec {
     enum prec_kind kind;
-    char ns[256];
-    Muster__Request *req;
+    char ns[256]; /* NUL-terminated */
+    const char *key;
+    size_t klen;
+    const uint8_t *val;
+    size_t vlen;
+    uint64_t gen, id;
+    void *msg;    /* the unpacked body (prec_free frees it) */
+    int legacy;   /* the body was the first format's wire Request */
 };
 
-/* What reading one record found. */
-enum prec_read { PREC_OK, PREC_EOF, PREC_TORN, PREC_CORRUPT };
+/* What reading one record found: OK; EOF at a record boundary; BAD (cut short, impossible length or
+ * checksum mismatch: torn or damaged, prec_tail_torn tells which); CORRUPT (undecodable although its
+ * checksum matched). */
+enum prec_read { PREC_OK, PREC_EOF, PREC_BAD, PREC_CORRUPT };
 
 /* Append one framed record to out; 0, or -1 when memory ran out. */
 int prec_put(struct evbuffer *out, enum prec_kind kind, const char *ns, size_t nslen, uint64_t id, const char *key,
              size_t klen, const uint8_t *val, size_t vlen, uint64_t gen);
-/* Read the next record from fp into *r: OK, EOF at a record boundary, TORN (short or bad checksum at
- * the end of the file) or CORRUPT (undecodable although its checksum matched). */
-enum prec_read prec_get(FILE *fp, struct prec *r);
-/* Free what prec_get allocated in r. */
+/* Read the record at *at of the n bytes at p into *r, moving *at past it when OK. */
+enum prec_read prec_next(const uint8_t *p, size_t n, size_t *at, struct prec *r);
+/* Whether a bad record at offset at of the n bytes at p is a torn tail (see precord.c). */
+int prec_tail_torn(const uint8_t *p, size_t n, size_t at);
+/* Free what prec_next allocated in r. */
 void prec_free(struct prec *r);
-/* Call fn on each record of path; returns 0, 1 when the file ends in a torn record (*good gets the
- * offset after the last whole record), or -1 with why filled when it cannot be read or is corrupt. */
-int prec_read_file(const char *path, int (*fn)(void *arg, const struct prec *r), void *arg, long *good, char *why,
-                   size_t whylen);
+
+/* How reading a file ended (prec_read_file). */
+struct prec_end {
+    long at;         /* offset of the torn or damaged record (the bytes before it are whole records) */
+    long long size;  /* the file's size */
+    char why[256];   /* what was found, for a message */
+};
+/* Call fn on each record of path.  0: all read; 1: it ends in a torn record at end->at; -1: it cannot
+ * be read, or is damaged (end->at >= 0: from there on) or fn refused a record, with end->why filled. */
+int prec_read_file(const char *path, int (*fn)(void *arg, const struct prec *r), void *arg, struct prec_end *end);
 
 #endif

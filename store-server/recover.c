@@ -1,0 +1,252 @@
+/*
+ * Recovery of a data directory, before any listener opens.  The snapshot,
+ * if any, must be intact, or the daemon refuses to start; then the segments
+ * it does not cover are replayed in order.  Only a torn record at the very
+ * end of the newest segment - what a crash in the middle of an append
+ * leaves (precord.c says how it is told from damage) - is cut off, with a
+ * log line; damage anywhere else refuses to start with EX_DATAERR, naming
+ * the file and the offset, because the records behind it were acknowledged
+ * and cutting them off would lose them silently.
+ *
+ * --repair-log is the deliberate way past damage: the log is cut at the
+ * first damage (a consistent prefix of the history), the bytes cut off and
+ * every later segment are kept beside it as *.dropped.<time> files, and
+ * each drop is logged with its file, offset and size.
+ */
+#include "recover.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compact.h"
+#include "keyspace.h"
+#include "log.h"
+#include "ns.h"
+#include "precord.h"
+#include "rdzv.h"
+#include "server.h"
+
+/* What replay tracks: the server, the snapshot check while reading it, and totals. */
+struct recover {
+    struct server *srv;
+    const char *dir;
+    int repair;
+    struct compact_snap_check snap;
+    int in_snapshot;
+    uint64_t records, skipped;
+};
+
+/* Monotonic milliseconds. */
+static uint64_t recover_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Apply one data record (set, delete, generation) to srv; whether it was refused (its namespace or a limit). */
+int recover_apply_one(struct server *srv, const struct prec *r)
+{
+    int st = MUSTER__STATUS__OK;
+    struct ns *ns = ns_get(srv, r->ns[0] ? r->ns : "default", &st);
+    if (!ns)
+        return 1;
+    if (r->kind == PREC_SET)
+        st = ks_set(&ns->ks, r->key, r->klen, (uint8_t *)r->val, r->vlen, 0);
+    else if (r->kind == PREC_DEL)
+        ks_delete(&ns->ks, r->key, r->klen);
+    else
+        rdzv_restore_generation(ns, r->gen);
+    return st != MUSTER__STATUS__OK;
+}
+
+/* Apply one recovered record to the live server (prec_read_file callback). */
+static int recover_apply(void *arg, const struct prec *r)
+{
+    struct recover *rc = arg;
+    if (rc->in_snapshot && compact_snap_step(&rc->snap, r) != 0)
+        return -1;
+    if (r->kind == PREC_SNAP_BEGIN || r->kind == PREC_SNAP_END)
+        return rc->in_snapshot ? 0 : -1;
+    rc->records++;
+    /* A limit lowered since the write can refuse it now: keep going, but say so. */
+    rc->skipped += recover_apply_one(rc->srv, r);
+    return 0;
+}
+
+/* Load the snapshot if there is one; *next gets the first segment it does not cover; 0 or an exit status. */
+static int recover_snapshot(struct recover *rc, uint64_t *next)
+{
+    char path[4096];
+    compact_snap_path(rc->dir, 0, path, sizeof path);
+    *next = 0;
+    if (access(path, F_OK) != 0)
+        return 0;
+    struct prec_end end;
+    rc->in_snapshot = 1;
+    int r = prec_read_file(path, recover_apply, rc, &end);
+    rc->in_snapshot = 0;
+    if (r == 1)
+        snprintf(end.why, sizeof end.why, "cut short at offset %ld", end.at);
+    if (r == 0 && !rc->snap.ended)
+        snprintf(end.why, sizeof end.why, "no end record"), r = -1;
+    if (r != 0) {
+        log_msg(LOG_ERROR,
+                "snapshot %s is corrupt (%s): refusing to start; restore the directory from a backup, or move the "
+                "snapshot away and start with --repair-log to recover from the log segments alone (state they do "
+                "not cover is then lost)",
+                path, end.why);
+        return EX_DATAERR;
+    }
+    *next = rc->snap.next_seq;
+    return 0;
+}
+
+/* The name a dropped file or tail is kept under: path.dropped.<unix time>. */
+static void recover_dropped_name(const char *path, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s.dropped.%lld", path, (long long)time(NULL));
+}
+
+/* Copy bytes [from, size) of path into a new file beside it, synced; 0 or -1. */
+static int recover_keep_tail(const char *path, long from, long long size, const char *to)
+{
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int ok = in >= 0 && out >= 0;
+    char buf[65536];
+    for (off_t off = from; ok && off < size;) {
+        ssize_t n = pread(in, buf, sizeof buf, off);
+        ok = n > 0 && write(out, buf, (size_t)n) == n;
+        off += n > 0 ? n : 0;
+    }
+    ok = ok && fsync(out) == 0;
+    if (in >= 0)
+        close(in);
+    if (out >= 0)
+        close(out);
+    return ok ? 0 : -1;
+}
+
+/* Cut a torn tail off the newest segment at end->at, saying so. */
+static int recover_cut_tail(const char *path, const struct prec_end *end)
+{
+    log_msg(LOG_WARN, "log %s ends in a torn record (a crash during a write): dropping %lld bytes after offset %ld",
+            path, end->size - end->at, end->at);
+    if (truncate(path, end->at) != 0) {
+        log_msg(LOG_ERROR, "cannot truncate %s: %s", path, strerror(errno));
+        return EX_IOERR;
+    }
+    return 0;
+}
+
+/* --repair-log: cut the segment at the damage, keeping the cut bytes beside it; 0 or an exit status. */
+static int recover_cut_damage(const char *path, const struct prec_end *end)
+{
+    char kept[4200];
+    recover_dropped_name(path, kept, sizeof kept);
+    if (recover_keep_tail(path, end->at, end->size, kept) != 0 || truncate(path, end->at) != 0) {
+        log_msg(LOG_ERROR, "repair: cannot cut %s at offset %ld: %s", path, end->at, strerror(errno));
+        return EX_IOERR;
+    }
+    log_msg(LOG_WARN, "repair: log %s: %s; dropped bytes %ld..%lld (%lld bytes, kept in %s)", path, end->why, end->at,
+            end->size, end->size - end->at, kept);
+    return 0;
+}
+
+/* --repair-log: set the segments after a cut aside, so the history stays a prefix; 0 or an exit status. */
+static int recover_drop_later(const char *dir, const uint64_t *seqs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char path[4096], kept[4200];
+        compact_seg_path(dir, seqs[i], path, sizeof path);
+        recover_dropped_name(path, kept, sizeof kept);
+        struct stat sb;
+        long long size = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+        if (rename(path, kept) != 0) {
+            log_msg(LOG_ERROR, "repair: cannot rename %s: %s", path, strerror(errno));
+            return EX_IOERR;
+        }
+        log_msg(LOG_WARN, "repair: dropped log segment %s (%lld bytes, after the cut; kept as %s)", path, size,
+                kept);
+    }
+    return compact_sync_dir(dir) == 0 ? 0 : EX_IOERR;
+}
+
+/* Replay one segment; *stop is set when the log ends here (a repair cut it); 0 or an exit status. */
+static int recover_segment(struct recover *rc, const uint64_t *seqs, size_t i, size_t n, int *stop)
+{
+    char path[4096];
+    compact_seg_path(rc->dir, seqs[i], path, sizeof path);
+    struct prec_end end;
+    int r = prec_read_file(path, recover_apply, rc, &end);
+    if (r == 0)
+        return 0;
+    if (r == 1 && i + 1 == n)
+        return recover_cut_tail(path, &end);
+    if (r == 1)
+        snprintf(end.why, sizeof end.why, "record cut short at offset %ld, and later segments exist", end.at);
+    if (!rc->repair || end.at < 0) {
+        log_msg(LOG_ERROR,
+                "log segment %s is damaged: %s: refusing to start; restore the directory from a backup, or start "
+                "once with --repair-log to cut the log at offset %ld (the records after it are then lost)",
+                path, end.why, end.at);
+        return EX_DATAERR;
+    }
+    *stop = 1;
+    int err = recover_cut_damage(path, &end);
+    return err ? err : recover_drop_later(rc->dir, seqs + i + 1, n - i - 1);
+}
+
+/* Replay the segments from first on (older ones are leftovers of a finished compaction); 0 or an exit status. */
+static int recover_segments(struct recover *rc, uint64_t first, uint64_t *last)
+{
+    uint64_t *seqs = NULL;
+    size_t n = 0;
+    if (compact_segments(rc->dir, &seqs, &n) != 0) {
+        log_msg(LOG_ERROR, "cannot list %s: %s", rc->dir, strerror(errno));
+        return EX_IOERR;
+    }
+    int err = 0, stop = 0;
+    *last = 0;
+    for (size_t i = 0; i < n && !err && !stop; i++) {
+        if (seqs[i] < first) {
+            char path[4096];
+            compact_seg_path(rc->dir, seqs[i], path, sizeof path);
+            unlink(path);
+            continue;
+        }
+        err = recover_segment(rc, seqs, i, n, &stop);
+        *last = seqs[i];
+    }
+    free(seqs);
+    return err;
+}
+
+/* Replay dir into srv (see recover.h). */
+int recover_dir(struct server *srv, const char *dir, int repair, uint64_t *first, uint64_t *last)
+{
+    struct recover rc = {.srv = srv, .dir = dir, .repair = repair};
+    uint64_t t0 = recover_ms();
+    char tmp[4096];
+    compact_snap_path(dir, 1, tmp, sizeof tmp);
+    unlink(tmp); /* an abandoned snapshot */
+    *first = *last = 0;
+    int err = recover_snapshot(&rc, first);
+    if (!err)
+        err = recover_segments(&rc, *first, last);
+    if (!err)
+        log_msg(LOG_INFO, "recovered %" PRIu64 " records from %s in %" PRIu64 " ms%s", rc.records, dir,
+                recover_ms() - t0, rc.skipped ? " (some refused by current limits)" : "");
+    if (rc.skipped)
+        log_msg(LOG_WARN, "%" PRIu64 " recovered records were refused by the current limits", rc.skipped);
+    return err;
+}

@@ -1,0 +1,153 @@
+/*
+ * Keys are bytes end to end: a TCPStore client's keys may hold any byte,
+ * NUL included, and every durable format must give them back exactly.
+ * `rank\0/7` and `rank` are two keys; after a restart from the log, and
+ * again from the snapshot, each still holds its own value, and a deleted
+ * one stays deleted.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hdata.h"
+#include "hhttp.h"
+#include "../tcpstore/tswire.h"
+
+#define T_MS 5000
+
+static char datadir[4200];
+static char tspf[4400];
+
+/* A key given with its length (it may hold NUL bytes). */
+struct bkey {
+    const char *k;
+    size_t len;
+};
+
+static const struct bkey K_NUL = {"rank\0/7", 7}, K_PLAIN = {"rank", 4}, K_TRAIL = {"rank\0", 5},
+                         K_GONE = {"rank\0/gone", 10};
+
+/* Start on datadir with a TCPStore listener (plus extra); the TCPStore port, or 0. */
+static uint16_t start(struct h_daemon *d, const char *extra)
+{
+    snprintf(tspf, sizeof tspf, "%s/ts.port", h_tmpdir());
+    remove(tspf);
+    const char *flags[] = {"--tcpstore-listen", "127.0.0.1:0", "--tcpstore-port-file", tspf, extra, NULL};
+    if (hd_spawn(d, datadir, flags) != 0)
+        return 0;
+    return hh_port_file(tspf, 5000);
+}
+
+/* Round trip a ping, so everything sent before it has been handled (and, held replies, made durable). */
+static void sync_ping(int fd)
+{
+    struct tsw_buf b = {0};
+    uint8_t echo[4], want[4] = {7, 0, 0, 0};
+    tsw_u8(&b, TSW_PING);
+    tsw_u32(&b, 7);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
+    CHECK_EQ(tsw_read(fd, echo, sizeof echo, T_MS), 0);
+    CHECK_MEM(echo, sizeof echo, want, sizeof want);
+}
+
+/* Send a TCPStore request of type with one key and an optional value. */
+static void send_key(int fd, int type, struct bkey k, const char *val)
+{
+    struct tsw_buf b = {0};
+    tsw_u8(&b, (uint8_t)type);
+    tsw_u64(&b, k.len);
+    tsw_raw(&b, k.k, k.len);
+    if (val) {
+        tsw_u64(&b, strlen(val));
+        tsw_raw(&b, val, strlen(val));
+    }
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
+}
+
+/* Check that key k holds want (NULL: absent) through CHECK and GET. */
+static void expect(int fd, struct bkey k, const char *want)
+{
+    struct tsw_buf b = {0};
+    tsw_u8(&b, TSW_CHECK);
+    tsw_u64(&b, 1);
+    tsw_u64(&b, k.len);
+    tsw_raw(&b, k.k, k.len);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
+    CHECK_EQ(tsw_byte(fd, T_MS), want ? 0 : 1); /* READY, NOT_READY */
+    if (!want)
+        return;
+    send_key(fd, TSW_GET, k, NULL);
+    size_t len = 0;
+    char *v = tsw_blob(fd, T_MS, &len);
+    CHECK(v != NULL);
+    if (v)
+        CHECK_MEM(v, len, want, strlen(want));
+    free(v);
+}
+
+/* Check all four keys on a daemon started on datadir. */
+static void expect_all(uint16_t port)
+{
+    int fd = tsw_open(port);
+    if (fd < 0)
+        return;
+    expect(fd, K_NUL, "seven");
+    expect(fd, K_PLAIN, "zero");
+    expect(fd, K_TRAIL, "trailing");
+    expect(fd, K_GONE, NULL);
+    close(fd);
+}
+
+/* Set keys that differ only after a NUL; restart from the log, then from the snapshot: each is intact. */
+static void t_nul_keys_survive(void *arg)
+{
+    (void)arg;
+    snprintf(datadir, sizeof datadir, "%s/bin", h_tmpdir());
+    struct h_daemon d;
+    uint16_t port = start(&d, NULL);
+    int fd = port ? tsw_open(port) : -1;
+    if (fd < 0) {
+        CHECK(!"daemon started");
+        return;
+    }
+    send_key(fd, TSW_SET, K_NUL, "seven");
+    send_key(fd, TSW_SET, K_PLAIN, "zero");
+    send_key(fd, TSW_SET, K_TRAIL, "trailing");
+    send_key(fd, TSW_SET, K_GONE, "doomed");
+    send_key(fd, TSW_DELETE_KEY, K_GONE, NULL);
+    int ok = 0;
+    CHECK_EQ(tsw_i64(fd, T_MS, &ok), 1);
+    sync_ping(fd);
+    close(fd);
+    expect_all(port);
+    hd_stop(&d);
+    /* From the log. */
+    if (!(port = start(&d, NULL))) {
+        CHECK(!"daemon restarted");
+        return;
+    }
+    expect_all(port);
+    /* The start folds the replayed log into a snapshot; the next start reads that. */
+    for (int i = 0; i < 500 && !hd_log_has(&d, "snapshot written"); i++)
+        usleep(10000); /* only the log says when the compaction thread is done */
+    CHECK(hd_log_has(&d, "snapshot written"));
+    hd_stop(&d);
+    if (!(port = start(&d, NULL))) {
+        CHECK(!"daemon restarted from the snapshot");
+        return;
+    }
+    expect_all(port);
+    hd_stop(&d);
+}
+
+/* Run every case; the exit status says whether all checks passed. */
+int main(void)
+{
+    h_init("binkeys", 120);
+    H_RUN(t_nul_keys_survive, NULL);
+    return h_finish();
+}
