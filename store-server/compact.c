@@ -5,9 +5,10 @@
  * private keyspaces on its own thread, writes snapshot.tmp (begin record
  * naming the first segment it does not cover, every generation and key,
  * end record with the count), fsyncs it, renames it over the snapshot,
- * fsyncs the directory, and only then deletes the folded segments.  A
- * crash at any point leaves either the old snapshot with all its segments
- * or the new one (leftover old segments are deleted at the next start).
+ * fsyncs the directory, records it in the MANIFEST, and only then deletes
+ * the folded segments.  A crash at any point leaves either the old
+ * snapshot with all its segments or the new one (leftover old segments are
+ * deleted at the next start).
  * The price is memory: while it runs, the compactor holds a second copy of
  * the state.
  */
@@ -28,6 +29,7 @@
 #include "keyspace.h"
 #include "muster.pb-c.h"
 #include "log.h"
+#include "manifest.h"
 #include "stats.h"
 
 /* Bytes gathered before a write to the snapshot file. */
@@ -35,6 +37,7 @@
 
 struct compactor {
     char *dir;
+    struct manifest *mf;
     int efd;
     pthread_t th;
     int started;
@@ -307,6 +310,13 @@ static int compact_run(struct compactor *cp, uint64_t upto)
         unlink(tmp);
         return -1;
     }
+    /* The MANIFEST names the new snapshot before the segments it replaces go: a crash in between leaves
+     * more than the MANIFEST asks for, never less. */
+    int err = manifest_set_snapshot(cp->mf, upto + 1);
+    if (err) {
+        log_msg(LOG_ERROR, "compaction: cannot update the MANIFEST: %s; the folded segments are kept", strerror(err));
+        return -1;
+    }
     for (uint64_t seq = first; seq <= upto; seq++) {
         compact_seg_path(cp->dir, seq, tmp, sizeof tmp);
         unlink(tmp);
@@ -347,8 +357,9 @@ static void *compact_thread(void *arg)
     return NULL;
 }
 
-/* Start the compaction thread for dir; efd is written once per finished snapshot.  NULL on failure. */
-struct compactor *compact_start(const char *dir, int efd)
+/* Start the compaction thread for dir (whose MANIFEST is mf); efd is written once per finished snapshot.
+ * NULL on failure. */
+struct compactor *compact_start(const char *dir, int efd, struct manifest *mf)
 {
     struct compactor *cp = calloc(1, sizeof *cp);
     if (!cp || !(cp->dir = strdup(dir))) {
@@ -356,6 +367,7 @@ struct compactor *compact_start(const char *dir, int efd)
         return NULL;
     }
     cp->efd = efd;
+    cp->mf = mf;
     pthread_mutex_init(&cp->mu, NULL);
     pthread_cond_init(&cp->cv, NULL);
     if (pthread_create(&cp->th, NULL, compact_thread, cp) != 0) {

@@ -25,8 +25,10 @@ int compact_snap_step(struct compact_snap_check *s, const struct prec *r);
 /* Fsync a directory so a rename or a new file in it is durable; 0 on success. */
 int compact_sync_dir(const char *dir);
 
-/* Start the compaction thread for dir; efd is written once per finished snapshot.  NULL on failure. */
-struct compactor *compact_start(const char *dir, int efd);
+struct manifest;
+/* Start the compaction thread for dir (whose MANIFEST is mf); efd is written once per finished snapshot.
+ * NULL on failure. */
+struct compactor *compact_start(const char *dir, int efd, struct manifest *mf);
 /* Ask for segments up to and including seq to be folded into the snapshot (any thread). */
 void compact_request(struct compactor *cp, uint64_t seq);
 /* Whether a compaction is asked for or running. */

@@ -47,6 +47,7 @@
 #include "compact.h"
 #include "ha.h"
 #include "log.h"
+#include "manifest.h"
 #include "ns.h"
 #include "precord.h"
 #include "recover.h"
@@ -82,6 +83,7 @@ struct persist {
     uint64_t seg_seq, seg_bytes, last_sync_ms, writer_fsyncs;
     int dirty;
     struct compactor *compact;
+    struct manifest *mf; /* shared by the writer and the compactor (it has its own lock) */
 };
 
 /* ------------------------------------------------------------ writer thread */
@@ -151,6 +153,10 @@ static int persist_rotate(struct persist *p)
     int fd = persist_seg_open(p->dir, p->seg_seq + 1);
     if (fd < 0)
         return errno ? errno : EIO;
+    if ((rc = manifest_set_last(p->mf, p->seg_seq + 1)) != 0) {
+        close(fd);
+        return rc;
+    }
     close(p->seg_fd);
     p->seg_fd = fd;
     p->seg_bytes = 0;
@@ -517,24 +523,31 @@ static int persist_loop_init(struct persist *p)
     return 0;
 }
 
-/* Open segment max(first, last + 1) and start the writer and compactor; 0 or an exit status. */
-static int persist_start_threads(struct persist *p, uint64_t first, uint64_t last)
+/* Open the segment after what recovery found, record the directory's contents in its MANIFEST, and start
+ * the writer and compactor; 0 or an exit status. */
+static int persist_start_threads(struct persist *p, const struct recover_span *span)
 {
     /* Never below the snapshot's next segment: lower numbers count as already compacted. */
-    p->seg_seq = last + 1 > first ? last + 1 : first;
+    p->seg_seq = span->last + 1 > span->snap_next ? span->last + 1 : span->snap_next;
     if ((p->seg_fd = persist_seg_open(p->dir, p->seg_seq)) < 0) {
         log_msg(LOG_ERROR, "cannot create a log segment in %s: %s", p->dir, strerror(errno));
         return EX_CANTCREAT;
     }
+    struct manifest_data man = {span->snap_next, span->first ? span->first : p->seg_seq, p->seg_seq};
+    if (!(p->mf = manifest_open(p->dir, &man))) {
+        log_msg(LOG_ERROR, "cannot write the MANIFEST in %s: %s", p->dir, strerror(errno));
+        return EX_CANTCREAT;
+    }
     p->last_sync_ms = persist_ms();
-    if (!(p->compact = compact_start(p->dir, p->efd)) || pthread_create(&p->writer, NULL, persist_writer, p) != 0) {
+    if (!(p->compact = compact_start(p->dir, p->efd, p->mf)) ||
+        pthread_create(&p->writer, NULL, persist_writer, p) != 0) {
         log_msg(LOG_ERROR, "cannot start the log threads");
         return EX_OSERR;
     }
     p->writer_started = 1;
     /* Fold what recovery replayed into a snapshot now, so restarts stay fast. */
-    if (last)
-        compact_request(p->compact, last);
+    if (span->last)
+        compact_request(p->compact, span->last);
     return 0;
 }
 
@@ -563,15 +576,15 @@ int persist_open(struct server *srv)
     p->compact_bytes = o->compact_bytes;
     if (persist_loop_init(p) != 0)
         return EX_OSERR;
-    uint64_t first = 0, last = 0;
+    struct recover_span span;
     int rc = persist_lock_dir(p);
     if (!rc) {
         p->replaying = 1;
-        rc = recover_dir(srv, p->dir, o->repair_log, &first, &last);
+        rc = recover_dir(srv, p->dir, o->repair_log, &span);
         p->replaying = 0;
     }
     if (!rc)
-        rc = persist_start_threads(p, first, last);
+        rc = persist_start_threads(p, &span);
     p->ready = rc == 0;
     return rc;
 }
@@ -594,6 +607,7 @@ void persist_close(struct server *srv)
         pthread_cond_destroy(&p->cv);
     }
     compact_stop(p->compact);
+    manifest_close(p->mf);
     while (p->holders)
         persist_hold_drop(srv, p->holders);
     if (p->kick_ev)

@@ -12,12 +12,20 @@
  * first damage (a consistent prefix of the history), the bytes cut off and
  * every later segment are kept beside it as *.dropped.<time> files, and
  * each drop is logged with its file, offset and size.
+ *
+ * Missing files: the MANIFEST (manifest.c) says which snapshot and which
+ * segments the directory must hold.  A snapshot it names that is absent or
+ * older, or a segment missing from the range it names (or a hole between
+ * the segments present), refuses to start, naming what is missing;
+ * --repair-log accepts the loss and logs it.  A directory without a
+ * MANIFEST (written before there was one) is checked for holes only.
  */
 #include "recover.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +37,7 @@
 #include "compact.h"
 #include "keyspace.h"
 #include "log.h"
+#include "manifest.h"
 #include "ns.h"
 #include "precord.h"
 #include "rdzv.h"
@@ -39,6 +48,8 @@ struct recover {
     struct server *srv;
     const char *dir;
     int repair;
+    int have_man;             /* the directory has a MANIFEST ... */
+    struct manifest_data man; /* ... saying this */
     struct compact_snap_check snap;
     int in_snapshot;
     uint64_t records, skipped;
@@ -82,6 +93,53 @@ static int recover_apply(void *arg, const struct prec *r)
     return 0;
 }
 
+/* Something the directory must hold is missing: refuse (EX_DATAERR), or with --repair-log log the loss
+ * and go on (0). */
+static int recover_lost(struct recover *rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int recover_lost(struct recover *rc, const char *fmt, ...)
+{
+    char what[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (rc->repair) {
+        log_msg(LOG_WARN, "repair: accepting the loss: %s", what);
+        return 0;
+    }
+    log_msg(LOG_ERROR,
+            "data directory %s is incomplete: %s: refusing to start; restore the directory from a backup, or start "
+            "once with --repair-log to accept the loss",
+            rc->dir, what);
+    return EX_DATAERR;
+}
+
+/* Check that every segment from need to newest is among the n in seqs (ascending); 0 or an exit status. */
+static int recover_check_range(struct recover *rc, const uint64_t *seqs, size_t n, uint64_t need, uint64_t newest)
+{
+    size_t i = 0;
+    for (uint64_t seq = need; seq && seq <= newest;) {
+        while (i < n && seqs[i] < seq)
+            i++;
+        if (i < n && seqs[i] == seq) {
+            seq++;
+            continue;
+        }
+        /* A run of missing segments, up to the next one present. */
+        uint64_t end = i < n && seqs[i] <= newest ? seqs[i] - 1 : newest;
+        char path[4096];
+        compact_seg_path(rc->dir, seq, path, sizeof path);
+        int err = end == seq ? recover_lost(rc, "log segment %s is missing (segments %016" PRIx64 "..%016" PRIx64
+                                            " must all exist)", path, need, newest)
+                             : recover_lost(rc, "log segments %s to %016" PRIx64 " are missing (segments %016" PRIx64
+                                            "..%016" PRIx64 " must all exist)", path, end, need, newest);
+        if (err)
+            return err;
+        seq = end + 1;
+    }
+    return 0;
+}
+
 /* Load the snapshot if there is one; *next gets the first segment it does not cover; 0 or an exit status. */
 static int recover_snapshot(struct recover *rc, uint64_t *next)
 {
@@ -89,7 +147,7 @@ static int recover_snapshot(struct recover *rc, uint64_t *next)
     compact_snap_path(rc->dir, 0, path, sizeof path);
     *next = 0;
     if (access(path, F_OK) != 0)
-        return 0;
+        return rc->have_man && rc->man.snap_next ? recover_lost(rc, "snapshot %s is missing", path) : 0;
     struct prec_end end;
     rc->in_snapshot = 1;
     int r = prec_read_file(path, recover_apply, rc, &end);
@@ -107,6 +165,9 @@ static int recover_snapshot(struct recover *rc, uint64_t *next)
         return EX_DATAERR;
     }
     *next = rc->snap.next_seq;
+    if (rc->have_man && *next < rc->man.snap_next)
+        return recover_lost(rc, "snapshot %s is older than the one the MANIFEST names (it covers the segments "
+                            "before %" PRIu64 ", not before %" PRIu64 ")", path, *next, rc->man.snap_next);
     return 0;
 }
 
@@ -206,8 +267,9 @@ static int recover_segment(struct recover *rc, const uint64_t *seqs, size_t i, s
     return err ? err : recover_drop_later(rc->dir, seqs + i + 1, n - i - 1);
 }
 
-/* Replay the segments from first on (older ones are leftovers of a finished compaction); 0 or an exit status. */
-static int recover_segments(struct recover *rc, uint64_t first, uint64_t *last)
+/* Replay the segments from span->snap_next on (older ones are leftovers of a finished compaction), after
+ * checking none is missing; 0 or an exit status. */
+static int recover_segments(struct recover *rc, struct recover_span *span)
 {
     uint64_t *seqs = NULL;
     size_t n = 0;
@@ -215,34 +277,63 @@ static int recover_segments(struct recover *rc, uint64_t first, uint64_t *last)
         log_msg(LOG_ERROR, "cannot list %s: %s", rc->dir, strerror(errno));
         return EX_IOERR;
     }
-    int err = 0, stop = 0;
-    *last = 0;
+    /* What must exist: from the snapshot's next segment (or the MANIFEST's first, or the oldest present)
+     * to the MANIFEST's last (or the newest present, when that is newer: a crash after creating it). */
+    uint64_t need = span->snap_next, newest = n ? seqs[n - 1] : 0;
+    if (rc->have_man && rc->man.first > need)
+        need = rc->man.first;
+    if (!need && n)
+        need = seqs[0];
+    if (rc->have_man && rc->man.last > newest)
+        newest = rc->man.last;
+    int err = recover_check_range(rc, seqs, n, need, newest), stop = 0;
     for (size_t i = 0; i < n && !err && !stop; i++) {
-        if (seqs[i] < first) {
+        if (seqs[i] < span->snap_next) {
             char path[4096];
             compact_seg_path(rc->dir, seqs[i], path, sizeof path);
             unlink(path);
             continue;
         }
         err = recover_segment(rc, seqs, i, n, &stop);
-        *last = seqs[i];
+        if (!span->first)
+            span->first = seqs[i];
+        span->last = seqs[i];
     }
     free(seqs);
     return err;
 }
 
-/* Replay dir into srv (see recover.h). */
-int recover_dir(struct server *srv, const char *dir, int repair, uint64_t *first, uint64_t *last)
+/* Read the MANIFEST into rc; 0 or an exit status. */
+static int recover_manifest(struct recover *rc)
+{
+    char why[512];
+    rc->have_man = manifest_read(rc->dir, &rc->man, why, sizeof why);
+    if (rc->have_man < 0) {
+        rc->have_man = 0;
+        if (!rc->repair) {
+            log_msg(LOG_ERROR, "%s: refusing to start; restore the directory from a backup, or start once with "
+                    "--repair-log to go on without it", why);
+            return EX_DATAERR;
+        }
+        log_msg(LOG_WARN, "repair: %s; going on without it", why);
+    }
+    return 0;
+}
+
+/* Check dir against its MANIFEST and replay it into srv (see recover.h). */
+int recover_dir(struct server *srv, const char *dir, int repair, struct recover_span *span)
 {
     struct recover rc = {.srv = srv, .dir = dir, .repair = repair};
     uint64_t t0 = recover_ms();
     char tmp[4096];
     compact_snap_path(dir, 1, tmp, sizeof tmp);
     unlink(tmp); /* an abandoned snapshot */
-    *first = *last = 0;
-    int err = recover_snapshot(&rc, first);
+    memset(span, 0, sizeof *span);
+    int err = recover_manifest(&rc);
     if (!err)
-        err = recover_segments(&rc, *first, last);
+        err = recover_snapshot(&rc, &span->snap_next);
+    if (!err)
+        err = recover_segments(&rc, span);
     if (!err)
         log_msg(LOG_INFO, "recovered %" PRIu64 " records from %s in %" PRIu64 " ms%s", rc.records, dir,
                 recover_ms() - t0, rc.skipped ? " (some refused by current limits)" : "");

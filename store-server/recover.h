@@ -7,10 +7,16 @@
 struct server;
 struct prec;
 
-/* Replay dir (snapshot, then segments) into srv; *first gets the first segment the snapshot does not
- * cover (0: no snapshot), *last the newest segment replayed (0: none).  With repair, damage and missing
- * files are accepted and what is dropped is logged.  0 or an exit status (EX_DATAERR for bad data). */
-int recover_dir(struct server *srv, const char *dir, int repair, uint64_t *first, uint64_t *last);
+/* What recovery found: the first segment the snapshot does not cover (0: no snapshot), and the oldest and
+ * newest segments replayed (0: none). */
+struct recover_span {
+    uint64_t snap_next, first, last;
+};
+
+/* Check dir against its MANIFEST and replay it (snapshot, then segments) into srv, filling *span.  With
+ * repair, damage and missing files are accepted and what is lost is logged.  0 or an exit status
+ * (EX_DATAERR for bad or missing data). */
+int recover_dir(struct server *srv, const char *dir, int repair, struct recover_span *span);
 /* Apply one data record (set, delete, generation) to srv; whether it was refused (its namespace or a
  * limit). */
 int recover_apply_one(struct server *srv, const struct prec *r);

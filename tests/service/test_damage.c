@@ -169,6 +169,63 @@ static void t_torn_last_record(void *arg)
     hd_stop(&d);
 }
 
+/* With --compact-bytes 4K, fill 300 keys so a snapshot and later segments exist; 0 on success. */
+static int fill_compacted(void)
+{
+    const char *small[] = {"--compact-bytes", "4K", NULL};
+    if (fill(0, 300, small) != 0)
+        return -1;
+    char snap[4400];
+    snprintf(snap, sizeof snap, "%s/snapshot", datadir);
+    CHECK(access(snap, F_OK) == 0);
+    return access(snap, F_OK);
+}
+
+/* A deleted snapshot: refused, naming it; --repair-log accepts the loss and starts with what the
+ * segments hold. */
+static void t_missing_snapshot(void *arg)
+{
+    (void)arg;
+    fresh("nosnap");
+    if (fill_compacted() != 0)
+        return;
+    char snap[4400];
+    snprintf(snap, sizeof snap, "%s/snapshot", datadir);
+    CHECK_EQ(unlink(snap), 0);
+    expect_refusal("snapshot");
+    struct h_daemon d;
+    const char *repair[] = {"--repair-log", NULL};
+    if (hd_spawn(&d, datadir, repair) != 0) {
+        CHECK(!"daemon started with --repair-log");
+        return;
+    }
+    CHECK(hd_log_has(&d, "repair: accepting the loss: snapshot"));
+    int gap;
+    CHECK(count_keys(&d, 0, 300, &gap) < 300);
+    hd_stop(&d);
+}
+
+/* A deleted oldest segment (after the snapshot): refused, naming it. */
+static void t_missing_segment(void *arg)
+{
+    (void)arg;
+    fresh("noseg");
+    if (fill_compacted() != 0)
+        return;
+    char seg[4400];
+    CHECK_EQ(hd_segment(datadir, 0, seg, sizeof seg), 0);
+    CHECK_EQ(unlink(seg), 0);
+    expect_refusal(seg);
+    const char *repair[] = {"--repair-log", NULL};
+    struct h_daemon d;
+    if (hd_spawn(&d, datadir, repair) != 0) {
+        CHECK(!"daemon started with --repair-log");
+        return;
+    }
+    CHECK(hd_log_has(&d, "repair: accepting the loss: log segment"));
+    hd_stop(&d);
+}
+
 /* Run every case; the exit status says whether all checks passed. */
 int main(void)
 {
@@ -176,5 +233,7 @@ int main(void)
     H_RUN(t_mid_segment_damage, NULL);
     H_RUN(t_length_past_end, NULL);
     H_RUN(t_torn_last_record, NULL);
+    H_RUN(t_missing_snapshot, NULL);
+    H_RUN(t_missing_segment, NULL);
     return h_finish();
 }

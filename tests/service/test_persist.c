@@ -168,7 +168,7 @@ static void t_corrupt_snapshot(void *arg)
     CHECK_EQ(hd_reap(&d, 10000), 65); /* EX_DATAERR */
     CHECK(hd_log_has(&d, "is corrupt"));
     CHECK(hd_log_has(&d, "refusing to start"));
-    /* Moving it away is the documented way out (state it held is then gone). */
+    /* Moving it away (then starting once with --repair-log) is the documented way out; what it held is gone. */
     char aside[4500];
     snprintf(aside, sizeof aside, "%s.bad", snap);
     CHECK(rename(snap, aside) == 0);
