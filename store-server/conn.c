@@ -485,7 +485,16 @@ static void conn_frame(struct conn *c, const uint8_t *body, uint32_t len)
         conn_fail(c, MUSTER__STATUS__BAD_REQUEST, "undecodable frame of %u bytes", len);
         return;
     }
-    if (f->frame_case == MUSTER__CLIENT_FRAME__FRAME_HELLO) {
+    /* A key (or name) with a NUL would reach the handlers cut there, naming another key: refuse it. */
+    int nul = pbuf_string_has_nul(&muster__client_frame__descriptor, body, len);
+    if (nul && f->frame_case == MUSTER__CLIENT_FRAME__FRAME_REQUEST) {
+        stats_inc(st, STAT_BAD_REQUEST);
+        conn_reply(c, f->request->id, MUSTER__STATUS__BAD_REQUEST,
+                   "a key or name holds a NUL byte: native keys are strings without NUL", NULL);
+    } else if (nul) {
+        stats_inc(st, STAT_BAD_FRAME);
+        conn_fail(c, MUSTER__STATUS__BAD_REQUEST, "hello holds a NUL byte in a string");
+    } else if (f->frame_case == MUSTER__CLIENT_FRAME__FRAME_HELLO) {
         conn_hello(c, f->hello);
     } else if (f->frame_case == MUSTER__CLIENT_FRAME__FRAME_REQUEST) {
         ops_dispatch(c, f->request);

@@ -337,7 +337,9 @@ struct kvops_list_walk {
 static int kvops_list_one(void *arg, const struct ks_entry *e)
 {
     struct kvops_list_walk *w = arg;
-    if (kvops_list_match(e, w->prefix, w->plen, w->after, w->alen))
+    /* A key with a NUL (set through the TCPStore listener) cannot be sent as a native string: leave it
+     * out rather than send it cut, naming another key. */
+    if (kvops_list_match(e, w->prefix, w->plen, w->after, w->alen) && !memchr(e->key, 0, e->klen))
         w->m[w->n++] = e;
     return 0;
 }

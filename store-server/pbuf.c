@@ -1,11 +1,14 @@
 /*
  * Oneof members through descriptors: the op table and the reply path name
  * a sub-message by field number or by its type instead of a switch over
- * every case, so adding an op to the proto needs no code here.
+ * every case, so adding an op to the proto needs no code here.  The same
+ * descriptors let the daemon find a string field holding a NUL byte in a
+ * packed frame, which protobuf-c would otherwise silently cut.
  */
 #include "pbuf.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* The sub-message held by msg's oneof member with field number id, or NULL. */
 ProtobufCMessage *pbuf_oneof_get(const ProtobufCMessage *msg, unsigned id)
@@ -34,4 +37,61 @@ int pbuf_oneof_set(ProtobufCMessage *msg, const ProtobufCMessage *sub)
         return 0;
     }
     return -1;
+}
+
+/* Read a varint at *p (before end) into *v; 0, or -1 when it runs past end or over 10 bytes. */
+static int pbuf_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned shift = 0; *p < end && shift < 70; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 0;
+    }
+    return -1;
+}
+
+/* pbuf_string_has_nul, with a bound on nesting (deeper frames are left to the unpacker). */
+static int pbuf_nul_at(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n, int depth)
+{
+    const uint8_t *end = p + n;
+    uint64_t tag, len;
+    while (p < end && pbuf_varint(&p, end, &tag) == 0) {
+        switch (tag & 7) {
+        case 0:
+            if (pbuf_varint(&p, end, &len) != 0)
+                return 0;
+            break;
+        case 1:
+        case 5: {
+            size_t w = (tag & 7) == 1 ? 8 : 4;
+            if ((size_t)(end - p) < w)
+                return 0;
+            p += w;
+            break;
+        }
+        case 2: {
+            if (pbuf_varint(&p, end, &len) != 0 || len > (uint64_t)(end - p))
+                return 0; /* malformed: the unpacker refuses it */
+            const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, (unsigned)(tag >> 3));
+            if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)len))
+                return 1;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && depth < 8 &&
+                pbuf_nul_at(f->descriptor, p, (size_t)len, depth + 1))
+                return 1;
+            p += len;
+            break;
+        }
+        default:
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* Whether a packed message has a string field holding a NUL byte (see pbuf.h). */
+int pbuf_string_has_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n)
+{
+    return pbuf_nul_at(d, p, n, 0);
 }

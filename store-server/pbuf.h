@@ -3,10 +3,15 @@
 #define MUSTERD_PBUF_H
 
 #include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* The sub-message held by msg's oneof member with field number id, or NULL. */
 ProtobufCMessage *pbuf_oneof_get(const ProtobufCMessage *msg, unsigned id);
 /* Put sub into the oneof member of msg whose type is sub's type; -1 when msg has no such member. */
 int pbuf_oneof_set(ProtobufCMessage *msg, const ProtobufCMessage *sub);
+/* Whether the packed message of n bytes at p (of type d) has a string field, at any depth, holding a NUL
+ * byte: protobuf-c hands such a string over cut at the NUL, so it cannot be taken faithfully. */
+int pbuf_string_has_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n);
 
 #endif

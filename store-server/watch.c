@@ -105,7 +105,8 @@ static void watch_end(struct ns *ns, struct watch *w)
 /* Tell every matching watch of ns about a change (the keyspace hook calls this). */
 void watch_notify(struct ns *ns, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
 {
-    if (!ns->watches)
+    /* A key with a NUL (set through the TCPStore listener) cannot be sent as a native string. */
+    if (!ns->watches || memchr(key, 0, klen))
         return;
     Muster__WatchEvent we = MUSTER__WATCH_EVENT__INIT;
     we.kind = what == KS_SET ? MUSTER__WATCH_EVENT__KIND__SET : MUSTER__WATCH_EVENT__KIND__DELETE;

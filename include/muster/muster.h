@@ -235,6 +235,11 @@ MUSTER_API void muster_free_list(void **list, size_t n);
 
 /* --------------------------------------------------------- key-value ops */
 
+/* Keys are NUL-terminated strings of 1 to the server's max_key bytes; any
+ * byte but NUL may appear.  Keys written through the daemon's TCPStore
+ * listener may hold a NUL: those cannot be named here, and list pages and
+ * watch events leave them out (proto/muster.proto, "Keys"). */
+
 /* Set key to the len bytes at value. */
 MUSTER_API int muster_set(muster_t *m, const char *key, const void *value, size_t len, uint32_t timeout_ms);
 /* Get key: with wait != 0 blocks until it exists (server-enforced deadline),
