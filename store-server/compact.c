@@ -113,7 +113,8 @@ int compact_segments(const char *dir, uint64_t **v, size_t *n)
         (*v)[(*n)++] = seq;
     }
     closedir(d);
-    qsort(*v, *n, sizeof **v, compact_cmp);
+    if (*n) /* qsort of an empty, NULL array is undefined */
+        qsort(*v, *n, sizeof **v, compact_cmp);
     return 0;
 }
 
