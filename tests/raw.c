@@ -31,12 +31,19 @@ static int64_t raw_now_ms(void)
 /* Connect to 127.0.0.1:port; returns the fd or -1. */
 int raw_connect(uint16_t port)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    return raw_connect_from(port, NULL);
+}
+
+/* Connect to 127.0.0.1:port from source address src (another 127.x address; NULL: any); fd or -1. */
+int raw_connect_from(uint16_t port, const char *src)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)}, me = {.sin_family = AF_INET};
     int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+    if ((src && (inet_pton(AF_INET, src, &me.sin_addr) != 1 || bind(fd, (struct sockaddr *)&me, sizeof me) != 0)) ||
+        connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
         close(fd);
         return -1;
     }

@@ -19,6 +19,8 @@ enum raw_why { RAW_OK = 0, RAW_TIMEOUT, RAW_EOF, RAW_BADFRAME };
 
 /* Connect to 127.0.0.1:port; returns the fd or -1. */
 int raw_connect(uint16_t port);
+/* Connect to 127.0.0.1:port from source address src (another 127.x address; NULL: any); fd or -1. */
+int raw_connect_from(uint16_t port, const char *src);
 /* Write all n bytes; 0 on success, -1 when the peer is gone. */
 int raw_send(int fd, const void *buf, size_t n);
 /* Frame and send one ClientFrame. */

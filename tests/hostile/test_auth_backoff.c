@@ -19,26 +19,11 @@
 #define T_BACKOFF_MS 100
 #define T_BACKOFF_MAX_MS 800
 
-/* Connect to 127.0.0.1:port from source address src; the fd or -1. */
-static int t_connect_from(uint16_t port, const char *src)
-{
-    struct sockaddr_in me = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons(port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    inet_pton(AF_INET, src, &me.sin_addr);
-    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    if (fd >= 0 && (bind(fd, (struct sockaddr *)&me, sizeof me) != 0 ||
-                    connect(fd, (struct sockaddr *)&to, sizeof to) != 0)) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 /* Say hello to ns with token from src; 0, the refusal's muster_err, or -1.  msg (may be NULL) gets its words. */
 static int t_hello_from(const struct h_daemon *d, const char *src, const char *ns, const char *token, char *msg,
                         size_t n)
 {
-    int fd = t_connect_from(d->port, src), rc = -1;
+    int fd = raw_connect_from(d->port, src), rc = -1;
     if (fd < 0 || raw_send_hello(fd, ns, token) != 0)
         goto out;
     Muster__ServerFrame *f = raw_recv(fd, 5000, NULL);

@@ -19,25 +19,10 @@
 #define T_MAX_NS 50
 #define T_PER_SOURCE 20
 
-/* Connect to 127.0.0.1:port from source address src; the fd or -1. */
-static int t_connect_from(uint16_t port, const char *src)
-{
-    struct sockaddr_in me = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons(port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    inet_pton(AF_INET, src, &me.sin_addr);
-    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    if (fd >= 0 && (bind(fd, (struct sockaddr *)&me, sizeof me) != 0 ||
-                    connect(fd, (struct sockaddr *)&to, sizeof to) != 0)) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 /* Say hello to ns from src and close; the hello's answer (0 or a muster_err), -1 when none came. */
 static int t_hello_from(const struct h_daemon *d, const char *src, const char *ns, const char *token)
 {
-    int fd = t_connect_from(d->port, src);
+    int fd = raw_connect_from(d->port, src);
     if (fd < 0)
         return -1;
     int rc = raw_hello(fd, ns, token);
