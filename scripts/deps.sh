@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES="build-essential meson ninja-build pkg-config libevent-dev libprotobuf-c-dev
 protobuf-c-compiler uthash-dev clang libclang-rt-14-dev python3 zlib1g-dev libsystemd-dev libssl-dev
-openssl systemd python3-torch docker.io docker-compose debootstrap libjansson-dev etcd-server etcd-client"
+openssl systemd python3-torch python3-dev python3-pytest python3-mesonpy python3-pip docker.io docker-compose debootstrap libjansson-dev etcd-server etcd-client"
 
 missing=
 for p in $PACKAGES; do

@@ -1,0 +1,277 @@
+"""muster.Client: the key-value store, barriers and watches of one musterd
+namespace, over one libmuster connection.
+
+Threads: a Client is one connection, as in C.  Calls from several threads
+are safe but take turns (a lock per Client), so a blocking get or wait holds
+the connection until it returns; open one Client per thread that blocks.
+Every call that talks to the server releases the GIL.
+
+Timeouts are seconds (int or float) or datetime.timedelta; None means the
+client's default (the ``timeout`` given to connect(), else the URL's
+``?timeout=``, else 30 s).  Blocking calls pass the deadline to the server,
+which answers Timeout and leaves the connection usable.
+"""
+
+import datetime
+import math
+
+from . import _core
+from .errors import NotFound
+
+_MAX_MS = 2**32 - 1
+
+
+def to_ms(timeout):
+    """Milliseconds for libmuster from seconds or a timedelta (None -> 0, the default)."""
+    if timeout is None:
+        return 0
+    if isinstance(timeout, datetime.timedelta):
+        seconds = timeout.total_seconds()
+    else:
+        seconds = float(timeout)
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"timeout must be a non-negative number of seconds, not {timeout!r}")
+    return min(_MAX_MS, max(1, math.ceil(seconds * 1000)))
+
+
+def to_bytes(value):
+    """Values are bytes; str is encoded as UTF-8, other buffers are copied."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, list) and all(isinstance(b, int) for b in value):
+        return bytes(value)  # torch passes std::vector<uint8_t> as a list of ints
+    raise TypeError(f"values are bytes or str, not {type(value).__name__}")
+
+
+class Event:
+    """A pushed event: a watched key set or deleted, a membership change, or
+    the server draining.  kind is one of the Event.* names below."""
+
+    SET, DELETE, MEMBER_LOST, NODE_WAITING, SHUTDOWN, WATCH_ENDED = (
+        "set", "delete", "member_lost", "node_waiting", "shutdown", "watch_ended")
+    _KINDS = {1: SET, 2: DELETE, 3: MEMBER_LOST, 4: NODE_WAITING, 5: SHUTDOWN, 6: WATCH_ENDED}
+    __slots__ = ("kind", "watch_id", "key", "value", "generation", "node_id", "reason")
+
+    def __init__(self, raw):
+        kind, self.watch_id, self.key, self.value, self.generation, self.node_id, self.reason = raw
+        self.kind = self._KINDS.get(kind, str(kind))
+
+    def __repr__(self):
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__
+                           if getattr(self, n) not in (None, 0) or n == "kind")
+        return f"Event({fields})"
+
+
+class Watch:
+    """Events for one watched prefix; iterate to receive them (blocking), or
+    call next(timeout).  Events of other watches or of the rendezvous that
+    arrive meanwhile stay queued for Client.next_event()."""
+
+    def __init__(self, client, prefix, watch_id):
+        self.client = client
+        self.prefix = prefix
+        self.id = watch_id
+
+    def next(self, timeout=None):
+        """The next event of this watch, or None when none came within timeout
+        (None waits until one comes)."""
+        return self.client._next_for(self.id, timeout)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        ev = self.next(None)
+        if ev.kind == Event.WATCH_ENDED:
+            raise StopIteration
+        return ev
+
+    def close(self, timeout=None):
+        """Stop the watch."""
+        if self.id is not None:
+            self.client._conn.unwatch(self.id, to_ms(timeout))
+            self.id = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Client:
+    """One connection to one musterd namespace; see muster.connect()."""
+
+    _POLL_S = 1.0  # longest single wait of an unbounded event wait (lets signals through)
+
+    def __init__(self, url=None, timeout=None, connect_timeout=None, name=None):
+        self.url = url
+        self._conn = _core.Conn(url, to_ms(connect_timeout if connect_timeout is not None else timeout),
+                                to_ms(timeout), name)
+        self._pending = []
+
+    # -- key-value
+
+    def set(self, key, value, timeout=None):
+        """Set key to value (bytes or str)."""
+        self._conn.set(key, to_bytes(value), to_ms(timeout))
+
+    def get(self, key, wait=False, timeout=None, default=NotFound):
+        """The value of key as bytes.  With wait=True blocks until it exists (up
+        to timeout: Timeout).  Absent and not waiting: default if given, else
+        NotFound."""
+        try:
+            return self._conn.get(key, bool(wait), to_ms(timeout))
+        except NotFound:
+            if default is NotFound:
+                raise
+            return default
+
+    def add(self, key, delta=1, timeout=None):
+        """Add delta to the integer at key (absent = 0); returns the new value."""
+        return self._conn.add(key, int(delta), to_ms(timeout))
+
+    def compare_set(self, key, expected, desired, timeout=None):
+        """TCPStore compare_set: write desired when key holds expected (or when
+        key is absent and expected is empty); returns (swapped, value now)."""
+        return self._conn.compare_set(key, to_bytes(expected), to_bytes(desired), to_ms(timeout))
+
+    def delete(self, key, timeout=None):
+        """Delete key; returns whether it existed."""
+        return self._conn.delete(key, to_ms(timeout))
+
+    def check(self, keys, timeout=None):
+        """Whether every key exists (a str is one key)."""
+        return self._conn.check(_keys(keys), to_ms(timeout))
+
+    def wait(self, keys, timeout=None):
+        """Block until every key exists; Timeout when the deadline passes first."""
+        self._conn.wait(_keys(keys), to_ms(timeout))
+
+    def multi_get(self, keys, wait=False, timeout=None):
+        """The values of all keys, all or nothing (NotFound when one is absent
+        and not waiting)."""
+        return self._conn.multi_get(list(keys), bool(wait), to_ms(timeout))
+
+    def multi_set(self, keys, values=None, timeout=None):
+        """Set several keys atomically: multi_set(keys, values) or multi_set(dict)."""
+        if values is None:
+            keys, values = list(keys.keys()), list(keys.values())
+        self._conn.multi_set(list(keys), [to_bytes(v) for v in values], to_ms(timeout))
+
+    def append(self, key, value, timeout=None):
+        """Append value to key (created when absent); returns the new length."""
+        return self._conn.append(key, to_bytes(value), to_ms(timeout))
+
+    def keys(self, prefix="", timeout=None, page=0):
+        """Every key with prefix, in byte order (paged underneath; page 0 = the
+        server's page size)."""
+        out, after = [], None
+        while True:
+            batch, more = self._conn.list(prefix, after, page, to_ms(timeout))
+            out.extend(batch)
+            if not more or not batch:
+                return out
+            after = batch[-1]
+
+    def num_keys(self, timeout=None):
+        """Number of keys in the namespace."""
+        return self._conn.num_keys(to_ms(timeout))
+
+    def barrier(self, name, count, fetch=None, timeout=None):
+        """Wait at barrier name until count arrivals; returns the round.  With
+        fetch=KEY returns (round, value of KEY at release or None)."""
+        rnd, value = self._conn.barrier(name, int(count), fetch, to_ms(timeout))
+        return rnd if fetch is None else (rnd, value)
+
+    def ping(self, timeout=None):
+        """Round trip to the server; returns seconds taken."""
+        return self._conn.ping(to_ms(timeout)) / 1e6
+
+    # -- events
+
+    def watch(self, prefix, timeout=None):
+        """Watch keys under prefix; returns a Watch (iterate it for Events)."""
+        return Watch(self, prefix, self._conn.watch(prefix, to_ms(timeout)))
+
+    def next_event(self, timeout=None):
+        """The next pushed event of any kind, or None when none came within
+        timeout (0 = only what already arrived; None = wait until one comes)."""
+        if self._pending:
+            return self._pending.pop(0)
+        return self._wait_event(timeout)
+
+    def _wait_event(self, timeout):
+        """One event from the connection within timeout (None: unbounded), or None."""
+        if timeout is not None:
+            seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
+            raw = self._conn.next_event(to_ms(seconds) if seconds > 0 else 0)
+            return Event(raw) if raw is not None else None
+        while True:
+            raw = self._conn.next_event(to_ms(self._POLL_S))
+            if raw is not None:
+                return Event(raw)
+
+    def _next_for(self, watch_id, timeout):
+        """The next event of watch_id; others are queued for next_event()."""
+        for i, ev in enumerate(self._pending):
+            if ev.watch_id == watch_id:
+                return self._pending.pop(i)
+        while True:
+            ev = self._wait_event(timeout)
+            if ev is None or ev.watch_id == watch_id and ev.kind in (Event.SET, Event.DELETE, Event.WATCH_ENDED):
+                return ev
+            self._pending.append(ev)
+
+    @property
+    def events_dropped(self):
+        """Events a full queue dropped: non-zero means changes were missed."""
+        return self._conn.events_dropped()
+
+    # -- the handle
+
+    @property
+    def broken(self):
+        """0 while usable, else the muster_err code that broke the connection."""
+        return self._conn.info()["broken"]
+
+    @property
+    def session_id(self):
+        """The server's session id for this connection."""
+        return self._conn.info()["session_id"]
+
+    def fileno(self):
+        """The socket, for select/poll (changes after a failover reconnect)."""
+        return self._conn.info()["fd"]
+
+    def close(self):
+        """Close the connection; later calls raise ConnectionLost."""
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<muster.Client {self.url or '$MUSTER_URL'}>"
+
+
+def _keys(keys):
+    """A list of keys from one str or an iterable of str."""
+    return [keys] if isinstance(keys, str) else list(keys)
+
+
+def connect(url=None, timeout=None, connect_timeout=None, name=None):
+    """Connect to the store at url: tcp://HOST[:PORT][/NAMESPACE][?token=..&timeout=MS],
+    tls://..., several comma-separated endpoints of an HA set, or env://
+    (MASTER_ADDR/MASTER_PORT); None means $MUSTER_URL.  timeout is every
+    call's default (seconds or timedelta) and, unless connect_timeout is
+    given, the connect deadline too.  Raises ConnectionLost when no server
+    answered in time, BadURL, Unauthenticated."""
+    return Client(url, timeout=timeout, connect_timeout=connect_timeout, name=name)
