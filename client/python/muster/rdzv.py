@@ -1,0 +1,144 @@
+"""muster.rdzv: a node's membership in musterd's native rendezvous.
+
+    node = muster.rdzv.Node("tcp://host:29600/job", min_nodes=2, max_nodes=4, last_call=5)
+    a = node.join(timeout=600)          # Assignment: generation, node_rank, num_nodes, ...
+    ev = node.next_event(timeout=1)     # member_lost / node_waiting / shutdown, or None
+    node.leave(); node.close()
+
+A round closes when max_nodes joined, or min_nodes joined and last_call
+seconds passed; every member gets its assignment at the same moment.
+Membership lasts while the Node's connection is open and heartbeats arrive:
+after join() a background thread sends them at the server's interval and
+collects membership events.  The Node owns its own connection (one
+membership per connection), so key-value traffic belongs on a separate
+muster.Client.  A join by a member of the running generation ends it and
+enters the next round, which is how members re-form after a loss.
+"""
+
+import queue
+import threading
+import time
+
+from .client import Client, Event, to_ms
+from .errors import ConnectionLost, NotMember, Stale
+
+__all__ = ["Node", "Assignment"]
+
+
+class Assignment:
+    """What a round decided for this node (members only when asked for)."""
+
+    __slots__ = ("generation", "node_id", "node_rank", "num_nodes", "rank_start", "local_world_size",
+                 "world_size", "members")
+
+    def __init__(self, d):
+        for k in self.__slots__:
+            setattr(self, k, d[k])
+
+    def __repr__(self):
+        return ("Assignment(generation={0.generation}, node_id={0.node_id!r}, node_rank={0.node_rank}, "
+                "num_nodes={0.num_nodes}, rank_start={0.rank_start}, world_size={0.world_size})".format(self))
+
+
+class Node:
+    """One node of a job's rendezvous, on its own connection to musterd."""
+
+    _POLL_S = 0.1  # longest the heartbeat thread holds the connection waiting for events
+
+    def __init__(self, url=None, node_id=None, local_world_size=1, min_nodes=1, max_nodes=None, last_call=0,
+                 want_members=False, timeout=None, connect_timeout=None):
+        self.node_id = node_id
+        self.local_world_size = local_world_size
+        self.min_nodes = min_nodes
+        self.max_nodes = max_nodes if max_nodes is not None else min_nodes
+        self.last_call = last_call
+        self.want_members = want_members
+        self.client = Client(url, timeout=timeout, connect_timeout=connect_timeout, name="muster.rdzv")
+        self.assignment = None
+        self.stale = False
+        self._events = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = None
+
+    def join(self, timeout=None):
+        """Join the job's next round and wait for its assignment (Timeout,
+        Conflict when the round's min/max differ or the node id is taken)."""
+        self._stop_heartbeats()
+        a = self.client._conn.rdzv_join(self.node_id, self.local_world_size, self.min_nodes, self.max_nodes,
+                                        to_ms(self.last_call) if self.last_call else 0, self.want_members,
+                                        to_ms(timeout))
+        self.assignment = Assignment(a)
+        self.stale = False
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="muster-rdzv-heartbeat", daemon=True)
+        self._thread.start()
+        return self.assignment
+
+    def heartbeat(self, timeout=None):
+        """Send one heartbeat now (the thread does this by itself); Stale when
+        the generation broke."""
+        self.client._conn.rdzv_heartbeat(self.assignment.generation, to_ms(timeout))
+
+    def next_event(self, timeout=None):
+        """The next membership event (Event: member_lost, node_waiting,
+        shutdown), or None when none came within timeout (None: wait)."""
+        try:
+            return self._events.get(timeout=timeout) if timeout is None or timeout > 0 else \
+                self._events.get_nowait()
+        except queue.Empty:
+            return None
+
+    def leave(self, timeout=None):
+        """Leave the job: the running generation breaks for the others."""
+        self._stop_heartbeats()
+        try:
+            self.client._conn.rdzv_leave(to_ms(timeout))
+        except NotMember:
+            pass
+        self.assignment = None
+
+    def close(self):
+        """Stop heartbeating and close the connection (membership ends with it)."""
+        self._stop_heartbeats()
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _stop_heartbeats(self):
+        """Stop the heartbeat thread, if any, and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self):
+        """Heartbeat at the server's interval; queue membership events meanwhile."""
+        conn = self.client._conn
+        interval = max(conn.heartbeat_interval(), 50) / 1000.0
+        gen = self.assignment.generation
+        next_beat = 0.0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_beat and not self.stale:
+                try:
+                    conn.rdzv_heartbeat(gen, 0)
+                except Stale:
+                    self.stale = True
+                except (ConnectionLost, NotMember):
+                    self.stale = True
+                next_beat = now + interval
+            try:
+                raw = conn.next_event(to_ms(min(self._POLL_S, interval)))
+            except ConnectionLost:
+                self.stale = True
+                self._events.put(Event((3, 0, None, None, 0, self.assignment.node_id, "connection lost")))
+                return
+            if raw is not None:
+                ev = Event(raw)
+                if ev.kind == Event.MEMBER_LOST and ev.generation == gen:
+                    self.stale = True
+                self._events.put(ev)
