@@ -30,7 +30,7 @@
 #define CONN_BACKOFF_START_MS 50u
 #define CONN_BACKOFF_CAP_MS 2000u
 /* TCP liveness when the server names no heartbeat timeout: musterd's default one. */
-#define CONN_DEFAULT_LIVENESS_MS 10000u
+#define CONN_DEFAULT_LIVENESS_MS 3000u
 
 /* Next value of the handle's xorshift generator (jitter only; not crypto). */
 static uint64_t conn_random(muster_t *m)

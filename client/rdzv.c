@@ -7,7 +7,7 @@
 #include "internal.h"
 
 /* Heartbeat timeout assumed when the server did not announce one (musterd's default). */
-#define RDZV_DEFAULT_HEARTBEAT_MS 10000u
+#define RDZV_DEFAULT_HEARTBEAT_MS 3000u
 
 /* Copy a wire string into a fixed field; returns -1 when it does not fit. */
 static int rdzv_copy_id(char *dst, size_t cap, const char *src)
