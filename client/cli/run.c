@@ -22,6 +22,7 @@
 #include "run.h"
 
 #include "cli.h"
+#include "run_relay.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +59,14 @@ struct run_cfg {
     uint32_t grace_ms;
     int prefix;
     int help;
+    const char *rdzv_endpoint; /* torchrun's HOST[:PORT]: the store's address */
+    const char *rdzv_id;       /* torchrun's job id: the namespace */
+    const char *rdzv_backend;  /* accepted for torchrun's command lines; the store is musterd */
+    uint32_t relay_max_conns;
+    uint32_t relay_max_key;
+    uint32_t relay_max_keys;
+    uint32_t relay_max_request;
+    uint32_t relay_max_output;
     char **argv;               /* PROG ARGS... */
 };
 
@@ -65,7 +74,7 @@ struct run_cfg {
 struct run_ctx {
     struct run_cfg cfg;
     const char *url;
-    char url_buf[64];
+    char url_buf[600];
     char node_id[128];
     muster_url u;
     struct run_server server;
@@ -83,6 +92,9 @@ struct run_ctx {
     int conn_lost;             /* the handle is unusable: reconnect before joining */
     int grow;                  /* a node waits to join and the world may grow */
     int server_died;
+    struct run_relay relay;    /* this generation's TCPStore relay (run_relay.c) */
+    char run_id[256];          /* TORCHELASTIC_RUN_ID */
+    char error_dir[256];       /* the workers' TORCHELASTIC_ERROR_FILE directory */
 };
 
 /* Signal-handler state: a handler can reach nothing else.  While a join
@@ -104,7 +116,7 @@ static uint64_t run_now_ms(void)
 
 /* ------------------------------------------------------------- options */
 
-enum run_optkind { RUN_OPT_FLAG, RUN_OPT_STR, RUN_OPT_UINT, RUN_OPT_SECONDS, RUN_OPT_MS, RUN_OPT_NNODES };
+enum run_optkind { RUN_OPT_FLAG, RUN_OPT_STR, RUN_OPT_UINT, RUN_OPT_BYTES, RUN_OPT_SECONDS, RUN_OPT_MS, RUN_OPT_NNODES };
 
 /* One row of the options table. */
 struct run_opt {
@@ -128,6 +140,14 @@ static const struct run_opt run_opts[] = {
     {"last-call", RUN_OPT_MS, RUN_OFF(last_call_ms), "MS", "after MIN nodes, wait MS for more (default 1000)"},
     {"grace", RUN_OPT_SECONDS, RUN_OFF(grace_ms), "S", "SIGTERM to SIGKILL delay when stopping workers (default 5)"},
     {"prefix-output", RUN_OPT_FLAG, RUN_OFF(prefix), NULL, "prefix worker output lines with [rank]: "},
+    {"rdzv-endpoint", RUN_OPT_STR, RUN_OFF(rdzv_endpoint), "HOST[:PORT]", "the store's address (torchrun's name; as --url)"},
+    {"rdzv-id", RUN_OPT_STR, RUN_OFF(rdzv_id), "JOB", "the job: its namespace and TORCHELASTIC_RUN_ID"},
+    {"rdzv-backend", RUN_OPT_STR, RUN_OFF(rdzv_backend), "NAME", "accepted for torchrun's command lines; ignored"},
+    {"relay-max-conns", RUN_OPT_UINT, RUN_OFF(relay_max_conns), "N", "workers' store connections (default 4096)"},
+    {"relay-max-key", RUN_OPT_BYTES, RUN_OFF(relay_max_key), "BYTES", "key size in a torch request (default 8192)"},
+    {"relay-max-keys", RUN_OPT_UINT, RUN_OFF(relay_max_keys), "N", "keys in one torch request (default 131072)"},
+    {"relay-max-request", RUN_OPT_BYTES, RUN_OFF(relay_max_request), "BYTES", "one torch request (default 64 MiB)"},
+    {"relay-max-output", RUN_OPT_BYTES, RUN_OFF(relay_max_output), "BYTES", "replies a worker leaves unread (default 64 MiB)"},
     {"help", RUN_OPT_FLAG, RUN_OFF(help), NULL, "show this help"},
 };
 
@@ -175,6 +195,8 @@ static int run_parse_value(const struct run_opt *o, const char *v, struct run_cf
         return run_parse_u32(v, 1000000, (uint32_t *)(void *)field);
     case RUN_OPT_MS:
         return run_parse_u32(v, 86400000, (uint32_t *)(void *)field);
+    case RUN_OPT_BYTES:
+        return run_parse_u32(v, UINT32_MAX, (uint32_t *)(void *)field);
     case RUN_OPT_SECONDS:
         secs = strtod(v, &end);
         if (end == v || *end || !(secs >= 0 && secs <= 86400.0))
@@ -198,6 +220,17 @@ static int run_parse_value(const struct run_opt *o, const char *v, struct run_cf
     return -1;
 }
 
+/* Whether the option name matches the table's, reading '_' as '-' (torchrun spells --nproc_per_node). */
+static int run_opt_is(const char *table, const char *arg, size_t len)
+{
+    if (strlen(table) != len)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (table[i] != (arg[i] == '_' ? '-' : arg[i]))
+            return 0;
+    return 1;
+}
+
 /* Find the row for "--name" or "--name=value"; *val gets the inline value or NULL. */
 static const struct run_opt *run_find_opt(const char *arg, const char **val)
 {
@@ -205,7 +238,7 @@ static const struct run_opt *run_find_opt(const char *arg, const char **val)
     size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
     *val = eq ? eq + 1 : NULL;
     for (size_t i = 0; i < RUN_NOPTS; i++)
-        if (strlen(run_opts[i].name) == len && strncmp(run_opts[i].name, arg, len) == 0)
+        if (run_opt_is(run_opts[i].name, arg, len))
             return &run_opts[i];
     return NULL;
 }
@@ -245,8 +278,8 @@ static int run_parse(int argc, char **argv, struct run_cfg *cfg)
         fprintf(stderr, RUN_TAG "no program to run\n");
         return -1;
     }
-    if (cfg->standalone && cfg->url) {
-        fprintf(stderr, RUN_TAG "--url and --standalone exclude each other\n");
+    if ((cfg->standalone && (cfg->url || cfg->rdzv_endpoint)) || (cfg->url && cfg->rdzv_endpoint)) {
+        fprintf(stderr, RUN_TAG "--url, --rdzv-endpoint and --standalone exclude each other\n");
         return -1;
     }
     if (cfg->standalone && cfg->nnodes[1] > 1) {
@@ -525,20 +558,38 @@ static void run_leave(struct run_ctx *c, int finished)
 
 /* ------------------------------------------------------------- workers */
 
-/* Start this node's workers for the current assignment; returns 0 or -1. */
-static int run_start_workers(struct run_ctx *c)
+/* The environment of this generation's workers: MASTER_ADDR:MASTER_PORT is the node's relay. */
+static struct run_env run_worker_env(const struct run_ctx *c)
 {
-    int close_fds[1] = {muster_fd(c->m)};
     struct run_env env = {
         .a = c->a,
         .url = c->url,
-        .master_addr = c->u.host,
-        .master_port = c->u.port,
+        .master_addr = "127.0.0.1",
+        .master_port = c->relay.port,
         .restart_count = c->restarts,
         .max_restarts = (int)c->cfg.max_restarts,
-        .close_fds = close_fds,
-        .n_close_fds = 1,
+        .run_id = c->run_id,
+        .error_dir = c->error_dir,
     };
+    return env;
+}
+
+/* Start this generation's relay, then this node's workers; returns 0, -1 (no worker), or an exit status. */
+static int run_start_workers(struct run_ctx *c)
+{
+    struct run_relay_cfg rc = {
+        .lim = {c->cfg.relay_max_key, c->cfg.relay_max_keys, c->cfg.relay_max_request},
+        .max_conns = c->cfg.relay_max_conns,
+        .max_output = c->cfg.relay_max_output,
+    };
+    if (run_relay_start(&c->relay, &rc, c->url, c->a->generation) < 0) {
+        run_relay_stop(&c->relay);
+        return 4;
+    }
+    int close_fds[1] = {muster_fd(c->m)};
+    struct run_env env = run_worker_env(c);
+    env.close_fds = close_fds;
+    env.n_close_fds = 1;
     return run_proc_start(&c->ws, (int)c->cfg.nproc, c->cfg.prefix, &env, c->cfg.argv);
 }
 
@@ -637,6 +688,35 @@ static void run_stop(struct run_ctx *c, int rfd, int sig)
 
 /* ---------------------------------------------------------------- main */
 
+/* --rdzv-id names the job's namespace: put it into a URL that names none; returns 0 or an exit status. */
+static int run_setup_job(struct run_ctx *c)
+{
+    const char *id = c->cfg.rdzv_id;
+    if (id && c->u.ns[0] && strcmp(c->u.ns, id) != 0) {
+        fprintf(stderr, RUN_TAG "--rdzv-id %s and the URL's namespace %s differ\n", id, c->u.ns);
+        return 2;
+    }
+    if (id && !c->u.ns[0]) {
+        char buf[sizeof c->url_buf];
+        const char *q = strchr(c->url, '?');
+        size_t head = q ? (size_t)(q - c->url) : strlen(c->url);
+        /* A URL may end in the slash of an empty path. */
+        size_t h = head > 0 && c->url[head - 1] == '/' ? head - 1 : head;
+        if ((size_t)snprintf(buf, sizeof buf, "%.*s/%s%s", (int)h, c->url, id, q ? q : "") >= sizeof buf) {
+            fprintf(stderr, RUN_TAG "store URL too long\n");
+            return 2;
+        }
+        memcpy(c->url_buf, buf, sizeof buf);
+        c->url = c->url_buf;
+        if (muster_url_parse(c->url, &c->u) != MUSTER_OK) {
+            fprintf(stderr, RUN_TAG "bad job id for a namespace: %s\n", id);
+            return 2;
+        }
+    }
+    snprintf(c->run_id, sizeof c->run_id, "%s", c->u.ns[0] ? c->u.ns : "default");
+    return 0;
+}
+
 /* Pick the store URL and parse it; returns 0 or an exit status. */
 static int run_setup_url(struct run_ctx *c, const char *global_url)
 {
@@ -649,6 +729,10 @@ static int run_setup_url(struct run_ctx *c, const char *global_url)
         snprintf(run_server_files[2], sizeof run_server_files[2], "%s", c->server.dir);
         snprintf(c->url_buf, sizeof c->url_buf, "tcp://127.0.0.1:%u", c->server.port);
         c->url = c->url_buf;
+    } else if (c->cfg.rdzv_endpoint) {
+        const char *e = c->cfg.rdzv_endpoint;
+        snprintf(c->url_buf, sizeof c->url_buf, "%s%s", strstr(e, "://") ? "" : "tcp://", e);
+        c->url = c->url_buf;
     } else {
         c->url = c->cfg.url ? c->cfg.url : global_url ? global_url : getenv("MUSTER_URL");
         if (!c->url || !*c->url)
@@ -658,15 +742,18 @@ static int run_setup_url(struct run_ctx *c, const char *global_url)
         fprintf(stderr, RUN_TAG "bad store URL: %s\n", c->url);
         return 2;
     }
-    return 0;
+    return run_setup_job(c);
 }
 
 /* Decide what a failed, broken or growing generation leads to; returns -1 to go on, else an exit status. */
 static int run_restart(struct run_ctx *c, int rfd, enum run_outcome out)
 {
     int status = c->ws.first_failure;
-    if (out == RUN_FAILED)
+    if (out == RUN_FAILED) {
+        struct run_env env = run_worker_env(c);
         fprintf(stderr, RUN_TAG "a worker failed with status %d\n", status);
+        run_torch_report(&c->ws, &env);
+    }
     /* On a failure, leave first: the other nodes learn of it now, not after our grace period.
      * To grow, stay a member (heartbeating) until the re-join: a join from a member breaks its
      * generation and enters the next round in one step, so the round cannot close without us. */
@@ -674,6 +761,7 @@ static int run_restart(struct run_ctx *c, int rfd, enum run_outcome out)
         run_leave(c, 0);
     run_stop(c, rfd, SIGTERM);
     run_proc_free(&c->ws);
+    run_relay_stop(&c->relay);
     if (c->sig)
         return 128 + c->sig;
     if (out != RUN_GROW) {
@@ -694,7 +782,10 @@ static int run_loop(struct run_ctx *c, int rfd)
         int rc = run_join(c);
         if (rc)
             return rc;
-        if (run_start_workers(c) < 0)
+        rc = run_start_workers(c);
+        if (rc > 0)
+            return rc;
+        if (rc < 0)
             fprintf(stderr, RUN_TAG "no worker could be started\n");
         enum run_outcome out = run_supervise(c, rfd);
         if (out == RUN_DONE)
@@ -702,6 +793,7 @@ static int run_loop(struct run_ctx *c, int rfd)
         if (out == RUN_DONE) {
             run_leave(c, 1);
             run_proc_free(&c->ws);
+            run_relay_stop(&c->relay);
             fprintf(stderr, RUN_TAG "all workers finished\n");
             return 0;
         }
@@ -712,6 +804,7 @@ static int run_loop(struct run_ctx *c, int rfd)
             run_leave(c, 0);
             int status = c->ws.first_failure;
             run_proc_free(&c->ws);
+            run_relay_stop(&c->relay);
             return status ? status : 128 + sig;
         }
         rc = run_restart(c, rfd, out);
@@ -730,6 +823,11 @@ int run_main(int argc, char **argv, const char *url)
     c.cfg.rdzv_timeout_ms = 600000;
     c.cfg.last_call_ms = 1000;
     c.cfg.grace_ms = 5000;
+    c.cfg.relay_max_conns = 4096;
+    c.cfg.relay_max_key = 8192;
+    c.cfg.relay_max_keys = 131072;
+    c.cfg.relay_max_request = 64u << 20;
+    c.cfg.relay_max_output = 64u << 20;
     if (run_parse(argc, argv, &c.cfg) < 0) {
         run_usage(stderr);
         return 2;
@@ -753,9 +851,20 @@ int run_main(int argc, char **argv, const char *url)
     if (run_guard_start() < 0)
         fprintf(stderr, RUN_TAG "no guard process (%s): a worker's children may outlive a killed launcher\n",
                 strerror(errno));
+    char **argv0 = c.cfg.argv;
+    if (!(c.cfg.argv = run_torch_argv(argv0))) {
+        fprintf(stderr, RUN_TAG "out of memory\n");
+        return 5;
+    }
+    if (run_torch_error_dir(c.error_dir, sizeof c.error_dir) < 0)
+        fprintf(stderr, RUN_TAG "cannot make a directory for error files: %s\n", strerror(errno));
     int status = run_setup_url(&c, url);
     if (status == 0)
         status = run_loop(&c, rfd);
+    run_relay_stop(&c.relay);
+    run_torch_error_cleanup(c.error_dir);
+    if (c.cfg.argv != argv0)
+        free(c.cfg.argv);
     muster_close(c.m);
     muster_assignment_free(c.a);
     run_server_pid = 0;

@@ -40,6 +40,8 @@ struct run_env {
     unsigned master_port;
     int restart_count;
     int max_restarts;
+    const char *run_id;        /* TORCHELASTIC_RUN_ID: the job's namespace */
+    const char *error_dir;     /* where TORCHELASTIC_ERROR_FILE points, or NULL */
     const int *close_fds;      /* launcher fds the workers must not inherit */
     int n_close_fds;
 };
@@ -63,6 +65,18 @@ void run_proc_free(struct run_workers *ws);
 int run_guard_start(void);
 /* Tell the guard about a worker's process group: started (op '+') or reaped ('-'). */
 void run_guard_note(char op, pid_t pgid);
+/* In the forked child: the variables torchrun sets (rank, world and store ones are set by run_proc.c). */
+void run_torch_child_env(const struct run_env *env, int local_rank);
+/* The error file of a worker of this generation. */
+void run_torch_error_path(char *buf, size_t n, const struct run_env *env, int rank);
+/* A PROG ending in .py runs as `python3 PROG ARGS...`; returns argv or a new vector (NULL: out of memory). */
+char **run_torch_argv(char **argv);
+/* After a failure: show every failed worker of the generation with its error file, as torchrun does. */
+void run_torch_report(const struct run_workers *ws, const struct run_env *env);
+/* Make the directory of the workers' error files; 0 or -1. */
+int run_torch_error_dir(char *dir, size_t n);
+/* Remove the error files and their directory; safe on an empty name. */
+void run_torch_error_cleanup(const char *dir);
 
 /* A private musterd for --standalone. */
 struct run_server {

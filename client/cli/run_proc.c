@@ -135,6 +135,7 @@ static void run_proc_child_env(const struct run_env *env, int local_rank)
     setenv("MUSTER_URL", env->url, 1);
     setenv("MASTER_ADDR", env->master_addr, 1);
     run_proc_setenv_u("MASTER_PORT", env->master_port);
+    run_torch_child_env(env, local_rank);
 }
 
 /* Fork with the launcher's signal handlers out of the child's way: returns as fork() does.

@@ -159,7 +159,12 @@ static const char env_worker[] =
     "[ \"$WORLD_SIZE\" = 3 ] && [ \"$LOCAL_WORLD_SIZE\" = 3 ] || exit 3\n"
     "[ \"$GROUP_RANK\" = 0 ] && [ \"$RANK\" = \"$LOCAL_RANK\" ] || exit 4\n"
     "[ \"$MASTER_ADDR\" = 127.0.0.1 ] && [ -n \"$MASTER_PORT\" ] || exit 5\n"
-    "[ \"$MUSTER_URL\" = \"tcp://$MASTER_ADDR:$MASTER_PORT\" ] || exit 6\n"
+    /* MASTER_ADDR:MASTER_PORT is the node's TCPStore relay, not the store itself. */
+    "[ \"$MUSTER_URL\" != \"tcp://$MASTER_ADDR:$MASTER_PORT\" ] || exit 6\n"
+    "[ \"$TORCHELASTIC_USE_AGENT_STORE\" = True ] && [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] || exit 10\n"
+    "[ \"$ROLE_RANK\" = \"$RANK\" ] && [ \"$ROLE_WORLD_SIZE\" = 3 ] && [ \"$OMP_NUM_THREADS\" = 1 ] || exit 11\n"
+    "[ \"$TORCHELASTIC_RUN_ID\" = default ] && [ \"$TORCHELASTIC_MAX_RESTARTS\" = 0 ] || exit 12\n"
+    "[ -n \"$TORCHELASTIC_ERROR_FILE\" ] || exit 13\n"
     "[ \"$MUSTER_GENERATION\" -ge 1 ] || exit 7\n"
     "\"$MUSTER\" set \"w/$RANK\" \"$RANK\" && [ \"$(\"$MUSTER\" get \"w/$RANK\")\" = \"$RANK\" ] || exit 8\n"
     "echo \"$MUSTER_GENERATION\" > \"$OUT/rank.$RANK\"\n";

@@ -1,0 +1,474 @@
+/*
+ * The TCPStore relay of `muster run`: a listener on 127.0.0.1 that the
+ * node's workers reach as MASTER_ADDR:MASTER_PORT, so an unmodified
+ * torch.distributed program's env:// store goes through musterd, in the
+ * job's namespace, with its token, TLS and failover, over one upstream
+ * connection per node instead of one per rank.
+ *
+ * One relay serves one generation: it starts before the generation's
+ * workers and stops after them, and every torch key is stored under
+ * torch/<generation>/, so no key or parked request of one attempt reaches
+ * the next.  The relay runs on a thread of its own with its own poll loop
+ * and its own handle (the launcher's handle holds the membership and is
+ * heartbeated from the launcher's loop); it shares no state with the
+ * launcher between start and stop.
+ *
+ * A worker that sends garbage, an unknown op or more than the relay's
+ * limits is closed (TCPStore has no error reply) and counted; the others
+ * are unaffected.  Upstream, a handle without failover that loses its
+ * connection closes every worker's connection: their stores fail, the
+ * workers exit, and the launcher restarts the generation as after any
+ * failure.  A failover handle repairs itself; what an op in flight
+ * becomes then follows libmuster's rules (muster.h), and parked WAIT and
+ * BARRIER requests are looked at again after the reconnect, because
+ * changes made while no connection watched are not replayed.
+ */
+#include "run_relay.h"
+
+#include "run.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Bytes read from one worker per wake-up. */
+#define RELAY_READ_CHUNK 65536
+/* Events taken from the upstream handle per loop turn. */
+#define RELAY_EVENT_BATCH 4096
+
+/* Close c, with the reason on stderr (TCPStore has no error reply). */
+void run_relay_close(struct run_relay *r, struct run_relay_conn *c, const char *fmt, ...)
+{
+    (void)r;
+    if (c->dead)
+        return;
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, RUN_TAG "relay: closing a worker's store connection: %s\n", why);
+    if (c->park != RELAY_PARK_NONE)
+        r->st.abandoned++;
+    run_relay_ops_unpark(c);
+    c->dead = 1;
+}
+
+/* Close every worker's connection and refuse new ones: the upstream handle cannot be repaired. */
+static void run_relay_kill(struct run_relay *r, const char *why)
+{
+    if (!r->dead)
+        fprintf(stderr, RUN_TAG "relay: the store connection is lost (%s); closing the workers' stores\n", why);
+    r->dead = 1;
+    for (size_t i = 0; i < r->nconns; i++)
+        if (!r->conns[i]->dead) {
+            run_relay_ops_unpark(r->conns[i]);
+            r->conns[i]->dead = 1;
+        }
+}
+
+/* An upstream call failed: close c, or every connection when the handle is beyond repair. */
+void run_relay_upstream_failed(struct run_relay *r, struct run_relay_conn *c, const char *op, int rc)
+{
+    r->st.upstream_errors++;
+    if (muster_broken(r->up)) {
+        run_relay_kill(r, muster_strerror(rc));
+        return;
+    }
+    /* A failover handle answers MUSTER_ECONN for an add, compare_set or append that may or may not
+     * have run: TCPStore cannot say so, so the worker's store fails instead of guessing. */
+    run_relay_close(r, c, "%s: %s%s%s", op, muster_strerror(rc), *muster_last_error(r->up) ? ": " : "",
+                    muster_last_error(r->up));
+}
+
+/* Look again at every parked request (after a gap in the events or a reconnect). */
+static void run_relay_recheck_all(struct run_relay *r)
+{
+    for (size_t i = 0; i < r->nconns && !r->dead; i++)
+        run_relay_ops_recheck(r, r->conns[i], NULL, NULL, 0);
+}
+
+/* Act on one pushed event of the prefix watch. */
+static void run_relay_on_event(struct run_relay *r, const muster_event *ev)
+{
+    if (ev->kind == MUSTER_EVENT_WATCH_ENDED && ev->watch_id == r->watch_id) {
+        /* The server dropped the watch (output left unread): watch again, then read what was missed. */
+        int rc = muster_watch(r->up, r->prefix, &r->watch_id, 0);
+        if (rc != MUSTER_OK && muster_broken(r->up))
+            run_relay_kill(r, muster_strerror(rc));
+        run_relay_recheck_all(r);
+        return;
+    }
+    if ((ev->kind != MUSTER_EVENT_SET && ev->kind != MUSTER_EVENT_DELETE) || ev->watch_id != r->watch_id)
+        return;
+    for (size_t i = 0; i < r->nconns && !r->dead; i++)
+        run_relay_ops_recheck(r, r->conns[i], ev->key, ev->value, ev->value_len);
+}
+
+/* Take every event the upstream handle has queued or can read now. */
+static void run_relay_events(struct run_relay *r)
+{
+    for (int i = 0; !r->dead && i < RELAY_EVENT_BATCH; i++) {
+        muster_event *ev = NULL;
+        int rc = muster_next_event(r->up, &ev, 0);
+        if (rc == MUSTER_ETIMEDOUT)
+            break;
+        if (rc != MUSTER_OK) {
+            /* A failover handle reconnects (and watches again) inside the next call that talks to the
+             * server; a ping is that call. */
+            if (!r->failover || muster_ping(r->up, NULL, 0) != MUSTER_OK) {
+                run_relay_kill(r, muster_strerror(rc));
+                return;
+            }
+            run_relay_recheck_all(r);
+            continue;
+        }
+        run_relay_on_event(r, ev);
+        muster_event_free(ev);
+    }
+    uint64_t dropped = r->dead ? 0 : muster_events_dropped(r->up);
+    if (dropped != r->dropped) {
+        r->dropped = dropped;
+        run_relay_recheck_all(r);
+    }
+}
+
+/* Accept what the listener holds; over --relay-max-conns a connection is closed at once (counted). */
+static void run_relay_accept(struct run_relay *r)
+{
+    for (;;) {
+        int fd = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        r->st.accepted++;
+        struct run_relay_conn *c = NULL;
+        if (r->dead || r->nconns >= r->cfg.max_conns) {
+            if (!r->dead) {
+                r->st.limit_conns++;
+                fprintf(stderr, RUN_TAG "relay: refusing a connection: %zu open (--relay-max-conns)\n", r->nconns);
+            }
+            close(fd);
+            continue;
+        }
+        if (r->nconns == r->capconns) {
+            size_t cap = r->capconns ? r->capconns * 2 : 16;
+            struct run_relay_conn **v = realloc(r->conns, cap * sizeof *v);
+            if (v) {
+                r->conns = v;
+                r->capconns = cap;
+            }
+        }
+        if (r->nconns == r->capconns || !(c = calloc(1, sizeof *c))) {
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->want = 1;
+        r->conns[r->nconns++] = c;
+    }
+}
+
+/* Write what c has queued; closes it when the worker is gone. */
+static void run_relay_flush(struct run_relay *r, struct run_relay_conn *c)
+{
+    while (!c->dead && c->outoff < c->out.len) {
+        ssize_t k = send(c->fd, c->out.p + c->outoff, c->out.len - c->outoff, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (k <= 0) {
+            c->dead = 1;
+            if (c->park != RELAY_PARK_NONE)
+                r->st.abandoned++;
+            run_relay_ops_unpark(c);
+            return;
+        }
+        c->outoff += (size_t)k;
+    }
+    if (c->outoff == c->out.len)
+        c->outoff = c->out.len = 0;
+}
+
+/* Whether c's next request may be decoded while a request is parked: only CANCEL_WAIT goes ahead of it. */
+static int run_relay_may_decode(struct run_relay *r, struct run_relay_conn *c)
+{
+    if (c->park == RELAY_PARK_NONE)
+        return 1;
+    if (c->era == TSC_ERA_LEGACY) {
+        /* Old clients never pipeline and have no CANCEL_WAIT: a new request means the wait was given up. */
+        r->st.abandoned++;
+        run_relay_ops_unpark(c);
+        return 1;
+    }
+    return c->in[0] == TSC_CANCEL_WAIT;
+}
+
+/* Refuse c's request: count the limit it broke and close it. */
+static void run_relay_refuse(struct run_relay *r, struct run_relay_conn *c, int err, const char *why)
+{
+    uint64_t *n = err == TSC_ERR_KEY ? &r->st.limit_key
+                  : err == TSC_ERR_KEYS ? &r->st.limit_keys
+                  : err == TSC_ERR_REQUEST ? &r->st.limit_request : &r->st.bad_request;
+    (*n)++;
+    run_relay_close(r, c, "%s", why);
+}
+
+/* Decode and serve every whole request c has buffered. */
+static void run_relay_decode(struct run_relay *r, struct run_relay_conn *c)
+{
+    size_t at = 0;
+    if (c->era == TSC_ERA_UNKNOWN && (c->era = run_tscodec_detect(c->in, c->inlen)) == TSC_ERA_UNKNOWN)
+        return;
+    while (!c->dead && c->inlen - at >= c->want && c->inlen > at) {
+        memmove(c->in, c->in + at, c->inlen - at);
+        c->inlen -= at;
+        at = 0;
+        if (!run_relay_may_decode(r, c))
+            break;
+        struct tsc_req q;
+        size_t used = 0, want = 0;
+        int err = 0;
+        char why[160] = "";
+        int rc = run_tscodec_parse(c->era, &r->cfg.lim, c->in, c->inlen, &q, &used, &want, &err, why, sizeof why);
+        if (rc < 0) {
+            run_relay_refuse(r, c, err, why);
+            return;
+        }
+        if (rc == 0) {
+            c->want = want;
+            break;
+        }
+        c->want = 1;
+        run_relay_ops_dispatch(r, c, &q);
+        run_tscodec_free(&q);
+        at = used;
+    }
+    memmove(c->in, c->in + at, c->inlen - at);
+    c->inlen -= at;
+}
+
+/* Read what c has sent (within one chunk), then serve it. */
+static void run_relay_read(struct run_relay *r, struct run_relay_conn *c)
+{
+    /* Bytes behind a parked request wait unread; only a hostile worker sends more than a request's worth. */
+    if (c->inlen + RELAY_READ_CHUNK > c->incap) {
+        size_t cap = c->incap ? c->incap : RELAY_READ_CHUNK;
+        while (cap < c->inlen + RELAY_READ_CHUNK)
+            cap *= 2;
+        uint8_t *p = realloc(c->in, cap);
+        if (!p) {
+            run_relay_close(r, c, "out of memory");
+            return;
+        }
+        c->in = p;
+        c->incap = cap;
+    }
+    ssize_t k = recv(c->fd, c->in + c->inlen, RELAY_READ_CHUNK, 0);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (k <= 0) {
+        if (c->park != RELAY_PARK_NONE)
+            r->st.abandoned++;
+        run_relay_ops_unpark(c);
+        c->dead = 1;
+        return;
+    }
+    c->inlen += (size_t)k;
+    if (c->inlen > r->cfg.lim.max_request + TSC_HANDSHAKE_LEN) {
+        r->st.limit_request++;
+        run_relay_close(r, c, "more than %" PRIu64 " bytes buffered (--relay-max-request)", r->cfg.lim.max_request);
+        return;
+    }
+    run_relay_decode(r, c);
+}
+
+/* Free the connections closed during this loop turn. */
+static void run_relay_reap(struct run_relay *r)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < r->nconns; i++) {
+        struct run_relay_conn *c = r->conns[i];
+        if (c->dead) {
+            close(c->fd);
+            run_relay_ops_unpark(c);
+            free(c->in);
+            free(c->out.p);
+            free(c);
+        } else {
+            r->conns[j++] = c;
+        }
+    }
+    r->nconns = j;
+}
+
+/* Bound what a worker leaves unread, then write or close. */
+static void run_relay_output(struct run_relay *r, struct run_relay_conn *c)
+{
+    if (c->out.oom) {
+        run_relay_close(r, c, "out of memory");
+        return;
+    }
+    if (c->out.len - c->outoff > r->cfg.max_output) {
+        r->st.limit_output++;
+        run_relay_close(r, c, "more than %" PRIu64 " reply bytes left unread (--relay-max-output)", r->cfg.max_output);
+        return;
+    }
+    run_relay_flush(r, c);
+}
+
+/* One turn of the loop: poll the stop pipe, the listener, the upstream socket and the workers; 0 to stop. */
+static int run_relay_turn(struct run_relay *r, struct pollfd **pfdp, size_t *cap)
+{
+    run_relay_events(r);
+    for (size_t i = 0; i < r->nconns; i++)
+        run_relay_output(r, r->conns[i]);
+    run_relay_reap(r);
+    size_t n = r->nconns + 3;
+    if (n > *cap) {
+        struct pollfd *p = realloc(*pfdp, n * sizeof *p);
+        if (!p)
+            return 1;
+        *pfdp = p;
+        *cap = n;
+    }
+    struct pollfd *pfd = *pfdp;
+    pfd[0] = (struct pollfd){.fd = r->stop[0], .events = POLLIN};
+    pfd[1] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
+    pfd[2] = (struct pollfd){.fd = r->dead ? -1 : muster_fd(r->up), .events = POLLIN};
+    for (size_t i = 0; i < r->nconns; i++)
+        pfd[3 + i] = (struct pollfd){.fd = r->conns[i]->fd,
+                                     .events = (short)(POLLIN | (r->conns[i]->out.len ? POLLOUT : 0))};
+    if (poll(pfd, (nfds_t)n, 1000) <= 0)
+        return 1;
+    if (pfd[0].revents)
+        return 0;
+    if (pfd[1].revents)
+        run_relay_accept(r);
+    for (size_t i = 0; i + 3 < n; i++) {
+        struct run_relay_conn *c = r->conns[i];
+        if (pfd[3 + i].revents & POLLOUT)
+            run_relay_flush(r, c);
+        if (!c->dead && (pfd[3 + i].revents & (POLLIN | POLLHUP | POLLERR)))
+            run_relay_read(r, c);
+    }
+    return 1;
+}
+
+/* The relay thread: loop until the stop pipe is written. */
+static void *run_relay_main(void *arg)
+{
+    struct run_relay *r = arg;
+    struct pollfd *pfd = NULL;
+    size_t cap = 0;
+    while (run_relay_turn(r, &pfd, &cap)) {
+    }
+    free(pfd);
+    return NULL;
+}
+
+/* Listen on 127.0.0.1 port 0 and learn the port; 0 or -1. */
+static int run_relay_listen(struct run_relay *r)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (r->lfd < 0 || bind(r->lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(r->lfd, 4096) < 0 ||
+        getsockname(r->lfd, (struct sockaddr *)&sa, &sl) < 0) {
+        fprintf(stderr, RUN_TAG "relay: cannot listen on 127.0.0.1: %s\n", strerror(errno));
+        return -1;
+    }
+    r->port = ntohs(sa.sin_port);
+    return 0;
+}
+
+/* Connect upstream (url), watch prefix gen, listen on 127.0.0.1 port 0 and start the thread; 0 or -1. */
+int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const char *url, uint64_t gen)
+{
+    memset(r, 0, sizeof *r);
+    r->lfd = r->stop[0] = r->stop[1] = -1;
+    r->inited = 1;
+    r->cfg = *cfg;
+    snprintf(r->prefix, sizeof r->prefix, "torch/%" PRIu64 "/", gen);
+    muster_url u;
+    r->failover = muster_url_parse(url, &u) == MUSTER_OK && u.failover;
+    muster_opts o = {.client_name = "muster run relay"};
+    int err = 0;
+    if (!(r->up = muster_connect_opts(url, &o, &err))) {
+        fprintf(stderr, RUN_TAG "relay: cannot connect to %s: %s\n", url, muster_strerror(err));
+        return -1;
+    }
+    if ((err = muster_watch(r->up, r->prefix, &r->watch_id, 0)) != MUSTER_OK) {
+        fprintf(stderr, RUN_TAG "relay: cannot watch %s: %s\n", r->prefix, muster_strerror(err));
+        return -1;
+    }
+    if (run_relay_listen(r) < 0 || pipe2(r->stop, O_CLOEXEC) < 0)
+        return -1;
+    /* Signals stay with the launcher's thread, whose handler feeds its self-pipe. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&r->thread, NULL, run_relay_main, r);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        fprintf(stderr, RUN_TAG "relay: cannot start its thread: %s\n", strerror(rc));
+        return -1;
+    }
+    r->started = 1;
+    return 0;
+}
+
+/* Print the relay's counters when a limit tripped or a worker was refused. */
+static void run_relay_report(const struct run_relay *r)
+{
+    const struct run_relay_stats *s = &r->st;
+    if (!(s->bad_request | s->limit_key | s->limit_keys | s->limit_request | s->limit_conns | s->limit_output |
+          s->unsupported | s->upstream_errors))
+        return;
+    fprintf(stderr,
+            RUN_TAG "relay %s: connections %" PRIu64 ", requests %" PRIu64 ", bad_request %" PRIu64
+                    ", limit_key %" PRIu64 ", limit_keys %" PRIu64 ", limit_request %" PRIu64 ", limit_conns %" PRIu64
+                    ", limit_output %" PRIu64 ", unsupported %" PRIu64 ", upstream_errors %" PRIu64 "\n",
+            r->prefix, s->accepted, s->requests, s->bad_request, s->limit_key, s->limit_keys, s->limit_request,
+            s->limit_conns, s->limit_output, s->unsupported, s->upstream_errors);
+}
+
+/* Stop the thread, close everything and print the counters that tripped; safe when not started. */
+void run_relay_stop(struct run_relay *r)
+{
+    if (!r->inited)
+        return;
+    r->inited = 0;
+    if (r->started) {
+        if (write(r->stop[1], "x", 1) < 0) {
+            /* The pipe is empty and open: a write cannot fail here. */
+        }
+        pthread_join(r->thread, NULL);
+        r->started = 0;
+        run_relay_report(r);
+    }
+    for (size_t i = 0; i < r->nconns; i++)
+        r->conns[i]->dead = 1;
+    run_relay_reap(r);
+    free(r->conns);
+    r->conns = NULL;
+    r->capconns = 0;
+    if (r->lfd >= 0)
+        close(r->lfd);
+    for (int i = 0; i < 2; i++)
+        if (r->stop[i] >= 0)
+            close(r->stop[i]);
+    r->lfd = r->stop[0] = r->stop[1] = -1;
+    muster_close(r->up);
+    r->up = NULL;
+}
