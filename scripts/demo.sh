@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build muster, start musterd on a free local port, run a short session of
 # the muster CLI against it (set, get, add, a three-way barrier), stop it;
-# then run the all-reduce demo: four workers launched by `muster run`.
+# then run the all-reduce demo (four C workers launched by `muster run`) and
+# the seed lesson's torch script, unmodified torch.distributed under
+# `muster run` (NCCL on a GPU, gloo without one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,3 +72,13 @@ echo "musterd stopped (exit status $status)"
 echo
 echo "\$ muster run --standalone --nproc-per-node 4 hello_allreduce"
 "$MUSTER" run --standalone --nproc-per-node 4 build/examples/hello_allreduce
+
+# Debian's python3 has torch (scripts/deps.sh); another python3 first on PATH may not.
+py=python3
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    py=/usr/bin/python3
+fi
+echo
+echo "\$ muster run --standalone --nproc-per-node 4 python3 examples/distributed_hello.py"
+# Block-buffered workers write whole lines, so the four workers' lines do not cut into each other.
+PYTHONUNBUFFERED= "$MUSTER" run --standalone --nproc-per-node 4 "$py" examples/distributed_hello.py

@@ -1,12 +1,29 @@
 #!/usr/bin/env bash
-# Install the Debian 12 packages muster builds and tests with (only those
-# missing; sudo when not root).  NCCL and CUDA are not Debian packages: they
-# are looked up under /usr/local/cuda (meson option nccl_prefix).
+# Install the Debian 12 packages muster needs (only those missing; sudo when
+# not root): `deps.sh` for building and the README's first command (the C demo
+# and the lesson's torch script under `muster run`), `deps.sh --test` for the
+# test command too.  NCCL and CUDA are not Debian packages: they are looked
+# up under /usr/local/cuda (meson option nccl_prefix).
 set -euo pipefail
 
+# Build musterd, libmuster and the CLI; python3-torch runs the lesson's script.
 PACKAGES="build-essential meson ninja-build pkg-config libevent-dev libprotobuf-c-dev
-protobuf-c-compiler uthash-dev clang libclang-rt-14-dev python3 zlib1g-dev libsystemd-dev libssl-dev
-openssl systemd python3-torch python3-dev python3-pytest python3-mesonpy python3-pip docker.io docker-compose debootstrap libjansson-dev etcd-server etcd-client"
+protobuf-c-compiler uthash-dev zlib1g-dev libssl-dev libjansson-dev python3 python3-torch"
+
+# Test-only: fuzz builds (clang), certificates (openssl), sd_notify and the unit
+# file (systemd), the Python package's build and tests, the container image,
+# and the etcd cluster of the HA tests.
+TEST_PACKAGES="clang libclang-rt-14-dev openssl systemd libsystemd-dev python3-dev python3-pytest
+python3-mesonpy python3-pip docker.io docker-compose debootstrap etcd-server etcd-client"
+
+case "${1:-}" in
+--test) PACKAGES="$PACKAGES $TEST_PACKAGES" ;;
+"") ;;
+*)
+    echo "usage: deps.sh [--test]" >&2
+    exit 2
+    ;;
+esac
 
 missing=
 for p in $PACKAGES; do
