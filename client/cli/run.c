@@ -688,35 +688,6 @@ static void run_stop(struct run_ctx *c, int rfd, int sig)
 
 /* ---------------------------------------------------------------- main */
 
-/* --rdzv-id names the job's namespace: put it into a URL that names none; returns 0 or an exit status. */
-static int run_setup_job(struct run_ctx *c)
-{
-    const char *id = c->cfg.rdzv_id;
-    if (id && c->u.ns[0] && strcmp(c->u.ns, id) != 0) {
-        fprintf(stderr, RUN_TAG "--rdzv-id %s and the URL's namespace %s differ\n", id, c->u.ns);
-        return 2;
-    }
-    if (id && !c->u.ns[0]) {
-        char buf[sizeof c->url_buf];
-        const char *q = strchr(c->url, '?');
-        size_t head = q ? (size_t)(q - c->url) : strlen(c->url);
-        /* A URL may end in the slash of an empty path. */
-        size_t h = head > 0 && c->url[head - 1] == '/' ? head - 1 : head;
-        if ((size_t)snprintf(buf, sizeof buf, "%.*s/%s%s", (int)h, c->url, id, q ? q : "") >= sizeof buf) {
-            fprintf(stderr, RUN_TAG "store URL too long\n");
-            return 2;
-        }
-        memcpy(c->url_buf, buf, sizeof buf);
-        c->url = c->url_buf;
-        if (muster_url_parse(c->url, &c->u) != MUSTER_OK) {
-            fprintf(stderr, RUN_TAG "bad job id for a namespace: %s\n", id);
-            return 2;
-        }
-    }
-    snprintf(c->run_id, sizeof c->run_id, "%s", c->u.ns[0] ? c->u.ns : "default");
-    return 0;
-}
-
 /* Pick the store URL and parse it; returns 0 or an exit status. */
 static int run_setup_url(struct run_ctx *c, const char *global_url)
 {
@@ -742,7 +713,7 @@ static int run_setup_url(struct run_ctx *c, const char *global_url)
         fprintf(stderr, RUN_TAG "bad store URL: %s\n", c->url);
         return 2;
     }
-    return run_setup_job(c);
+    return run_torch_job(c->cfg.rdzv_id, &c->url, c->url_buf, sizeof c->url_buf, &c->u, c->run_id, sizeof c->run_id);
 }
 
 /* Decide what a failed, broken or growing generation leads to; returns -1 to go on, else an exit status. */

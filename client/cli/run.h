@@ -69,6 +69,9 @@ void run_guard_note(char op, pid_t pgid);
 void run_torch_child_env(const struct run_env *env, int local_rank);
 /* The error file of a worker of this generation. */
 void run_torch_error_path(char *buf, size_t n, const struct run_env *env, int rank);
+/* --rdzv-id names the job's namespace: put it into a URL that names none (*url may then point at buf),
+ * and name the run; returns 0 or an exit status. */
+int run_torch_job(const char *id, const char **url, char *buf, size_t n, muster_url *u, char *run_id, size_t idn);
 /* A PROG ending in .py runs as `python3 PROG ARGS...`; returns argv or a new vector (NULL: out of memory). */
 char **run_torch_argv(char **argv);
 /* After a failure: show every failed worker of the generation with its error file, as torchrun does. */

@@ -331,8 +331,13 @@ static void run_relay_output(struct run_relay *r, struct run_relay_conn *c)
 static int run_relay_turn(struct run_relay *r, struct pollfd **pfdp, size_t *cap)
 {
     run_relay_events(r);
-    for (size_t i = 0; i < r->nconns; i++)
-        run_relay_output(r, r->conns[i]);
+    for (size_t i = 0; i < r->nconns; i++) {
+        struct run_relay_conn *c = r->conns[i];
+        /* A request that was held behind a parked one goes on once that one is answered. */
+        if (!c->dead && c->park == RELAY_PARK_NONE && c->inlen)
+            run_relay_decode(r, c);
+        run_relay_output(r, c);
+    }
     run_relay_reap(r);
     size_t n = r->nconns + 3;
     if (n > *cap) {

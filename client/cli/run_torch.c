@@ -55,6 +55,37 @@ void run_torch_child_env(const struct run_env *env, int local_rank)
     }
 }
 
+/* --rdzv-id names the job's namespace: put it into a URL that names none (*url may then point at buf),
+ * and name the run; returns 0 or an exit status. */
+int run_torch_job(const char *id, const char **url, char *buf, size_t n, muster_url *u, char *run_id, size_t idn)
+{
+    if (id && u->ns[0] && strcmp(u->ns, id) != 0) {
+        fprintf(stderr, RUN_TAG "--rdzv-id %s and the URL's namespace %s differ\n", id, u->ns);
+        return 2;
+    }
+    if (id && !u->ns[0]) {
+        char *tmp = malloc(n);
+        const char *q = strchr(*url, '?');
+        size_t head = q ? (size_t)(q - *url) : strlen(*url);
+        /* A URL may end in the slash of an empty path. */
+        size_t h = head > 0 && (*url)[head - 1] == '/' ? head - 1 : head;
+        if (!tmp || (size_t)snprintf(tmp, n, "%.*s/%s%s", (int)h, *url, id, q ? q : "") >= n) {
+            fprintf(stderr, RUN_TAG "store URL too long\n");
+            free(tmp);
+            return 2;
+        }
+        memcpy(buf, tmp, n);
+        free(tmp);
+        *url = buf;
+        if (muster_url_parse(*url, u) != MUSTER_OK) {
+            fprintf(stderr, RUN_TAG "bad job id for a namespace: %s\n", id);
+            return 2;
+        }
+    }
+    snprintf(run_id, idn, "%s", u->ns[0] ? u->ns : "default");
+    return 0;
+}
+
 /* A PROG ending in .py runs as `python3 PROG ARGS...`; returns argv or a new vector (NULL: out of memory). */
 char **run_torch_argv(char **argv)
 {
