@@ -574,7 +574,7 @@ static struct run_env run_worker_env(const struct run_ctx *c)
     return env;
 }
 
-/* Start this generation's relay, then this node's workers; returns 0, -1 (no worker), or an exit status. */
+/* Start this generation's relay, then this node's workers; returns 0, or -1 when none could start. */
 static int run_start_workers(struct run_ctx *c)
 {
     struct run_relay_cfg rc = {
@@ -582,12 +582,18 @@ static int run_start_workers(struct run_ctx *c)
         .max_conns = c->cfg.relay_max_conns,
         .max_output = c->cfg.relay_max_output,
     };
-    if (run_relay_start(&c->relay, &rc, c->url, c->a->generation) < 0) {
+    int relay = run_relay_start(&c->relay, &rc, c->url, c->a->generation) == 0;
+    if (!relay) {
+        /* Native workers need no relay; torch ones then find no store, and say so. */
         run_relay_stop(&c->relay);
-        return 4;
+        fprintf(stderr, RUN_TAG "no TCPStore relay: MASTER_ADDR:MASTER_PORT is the store itself\n");
     }
     int close_fds[1] = {muster_fd(c->m)};
     struct run_env env = run_worker_env(c);
+    if (!relay) {
+        env.master_addr = c->u.host;
+        env.master_port = c->u.port;
+    }
     env.close_fds = close_fds;
     env.n_close_fds = 1;
     return run_proc_start(&c->ws, (int)c->cfg.nproc, c->cfg.prefix, &env, c->cfg.argv);
@@ -753,10 +759,7 @@ static int run_loop(struct run_ctx *c, int rfd)
         int rc = run_join(c);
         if (rc)
             return rc;
-        rc = run_start_workers(c);
-        if (rc > 0)
-            return rc;
-        if (rc < 0)
+        if (run_start_workers(c) < 0)
             fprintf(stderr, RUN_TAG "no worker could be started\n");
         enum run_outcome out = run_supervise(c, rfd);
         if (out == RUN_DONE)
