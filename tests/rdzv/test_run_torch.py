@@ -137,6 +137,8 @@ try:
     bad.append("wait on a missing key did not time out")
 except RuntimeError:
     pass
+# An old client has no CANCEL_WAIT: its next request says it gave up the wait (as for the listener).
+s.set("after", "1")
 other = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                       timeout=datetime.timedelta(seconds=10))
 other.set("late", "now")
