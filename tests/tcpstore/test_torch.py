@@ -298,12 +298,14 @@ def t_torchrun(d):
                 "t = torch.tensor([float(dist.get_rank() + 1)])\n"
                 "dist.all_reduce(t)\n"
                 "print('rank', dist.get_rank(), 'sum', t.item(), flush=True)\n")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-           "--rdzv_backend", "c10d", "--rdzv_endpoint", f"{HOST}:{d.tsport}", "--rdzv_id", "job7",
-           "--rdzv_conf", "is_host=false", "--max_restarts", "0",
-           # Debian's 1.13 under Python 3.11 cannot parse the default "0" here; 2 works everywhere.
-           "--redirects", "2", "--tee", "2", script]
     for attempt in range(2):
+        # A fresh run id per attempt: a failed agent closes its rendezvous for good.
+        run_id = f"job7-{attempt}"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+               "--rdzv_backend", "c10d", "--rdzv_endpoint", f"{HOST}:{d.tsport}", "--rdzv_id", run_id,
+               "--rdzv_conf", "is_host=false", "--max_restarts", "0",
+               # Debian's 1.13 under Python 3.11 cannot parse the default "0" here; 2 works everywhere.
+               "--redirects", "2", "--tee", "2", script]
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=STEP_S)
         out = r.stdout.decode(errors="replace")
         # torch 1.13's agent picks the workers' MASTER_PORT by binding port 0 and closing it; under a
@@ -312,8 +314,9 @@ def t_torchrun(d):
         if r.returncode == 0 or "Address already in use" not in out:
             break
     ok = check(r.returncode == 0 and "sum 3.0" in out, "torchrun job all-reduced to 3.0")
-    rc, keys = cli(d, "keys", "/torch.rendezvous.job7")
-    ok = check(rc == 0 and b"/torch.rendezvous.job7" in keys, f"rendezvous state is in musterd: {keys!r}") and ok
+    rc, keys = cli(d, "keys", f"/torch.rendezvous.{run_id}")
+    ok = check(rc == 0 and f"/torch.rendezvous.{run_id}".encode() in keys,
+               f"rendezvous state is in musterd: {keys!r}") and ok
     if not ok:
         print(out[-3000:])
 
