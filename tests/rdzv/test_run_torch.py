@@ -96,7 +96,7 @@ def closed_after(data):
     try:
         s.sendall(data)
         return s.recv(16) == b""
-    except ConnectionResetError:
+    except (ConnectionResetError, BrokenPipeError):  # closed while we still sent
         return True
     finally:
         s.close()
