@@ -80,7 +80,7 @@ static void server_signal_cb(evutil_socket_t sig, short what, void *arg)
             log_msg(LOG_ERROR, "cannot reopen log file: %s", strerror(errno));
         log_msg(LOG_INFO, "log reopened");
     } else if (sig == SIGUSR1) {
-        stats_dump(&srv->stats, "signal");
+        stats_dump(&srv->stats, LOG_ALWAYS, "signal"); /* asked for: written at any --log-level */
     } else if (srv->draining) {
         log_msg(LOG_WARN, "second %s: exiting without waiting for clients", strsignal((int)sig));
         event_base_loopbreak(srv->base);
@@ -146,7 +146,7 @@ int server_run(struct server *srv)
         return EX_SOFTWARE;
     }
     log_msg(LOG_INFO, "exiting");
-    stats_dump(&srv->stats, "exit");
+    stats_dump(&srv->stats, LOG_INFO, "exit"); /* follows --log-level, as "exiting" does */
     return EX_OK;
 }
 

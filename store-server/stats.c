@@ -1,8 +1,10 @@
 /*
- * Counters: a fixed, named array plus one counter per op.  The SIGUSR1 and
- * exit dumps write one "stat NAME=VALUE" line per counter between "stats
- * begin" and "stats end" lines, always, whatever the log level, so a test or
- * an operator can read them back from the log.
+ * Counters: a fixed, named array plus one counter per op.  A dump writes
+ * one "stat NAME=VALUE" line per counter between "stats begin" and "stats
+ * end" lines, so a test or an operator can read them back from the log.
+ * The SIGUSR1 dump is written whatever the log level (someone asked for
+ * it); the exit dump is an info-level message like "exiting", so
+ * --log-level warn or error leaves its hundred-odd lines out.
  */
 #include "stats.h"
 
@@ -70,17 +72,19 @@ void stats_each(const struct stats *s, void (*fn)(void *arg, const char *name, u
     }
 }
 
-/* Log one counter line. */
+/* Log one counter line at the level *arg points to. */
 static void stats_log_one(void *arg, const char *name, uint64_t value)
 {
-    (void)arg;
-    log_msg(LOG_ALWAYS, "stat %s=%llu", name, (unsigned long long)value);
+    log_msg(*(const int *)arg, "stat %s=%llu", name, (unsigned long long)value);
 }
 
-/* Write every counter to the log between "stats begin" and "stats end" lines. */
-void stats_dump(const struct stats *s, const char *why)
+/* Write every counter to the log at level (LOG_ALWAYS: whatever the filter) between "stats begin"
+ * and "stats end" lines. */
+void stats_dump(const struct stats *s, int level, const char *why)
 {
-    log_msg(LOG_ALWAYS, "stats begin (%s)", why);
-    stats_each(s, stats_log_one, NULL);
-    log_msg(LOG_ALWAYS, "stats end (%s)", why);
+    if (!log_enabled(level))
+        return;
+    log_msg(level, "stats begin (%s)", why);
+    stats_each(s, stats_log_one, &level);
+    log_msg(level, "stats end (%s)", why);
 }

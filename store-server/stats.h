@@ -148,7 +148,8 @@ const char *stats_name(enum stat_id id);
 int stats_find(const char *name);
 /* Call fn for every counter (fixed ones, then "op_<name>" per op) with its value. */
 void stats_each(const struct stats *s, void (*fn)(void *arg, const char *name, uint64_t value), void *arg);
-/* Write every counter to the log between "stats begin" and "stats end" lines. */
-void stats_dump(const struct stats *s, const char *why);
+/* Write every counter to the log at level (LOG_ALWAYS: whatever the filter) between "stats begin"
+ * and "stats end" lines. */
+void stats_dump(const struct stats *s, int level, const char *why);
 
 #endif

@@ -1,10 +1,14 @@
 /*
  * Integration test of the SIGTERM drain: parked requests are answered
  * SHUTTING_DOWN, every connection is told by Event{shutdown} and closed,
- * a libmuster handle sees the event, and musterd exits 0.
+ * a libmuster handle sees the event, and musterd exits 0.  The counter
+ * dump at exit follows --log-level; the one SIGUSR1 asks for does not.
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "hclient.h"
@@ -132,6 +136,55 @@ static void t_idle_exit(void *unused)
     }
 }
 
+/* Lines of the daemon's log (its stderr) that start a counter dump or carry a counter. */
+static void t_count_stat_lines(const struct h_daemon *d, int *begins, int *stats)
+{
+    char line[4096];
+    FILE *f = fopen(d->log, "r");
+    *begins = *stats = 0;
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    /* A line is "TIMESTAMP LEVEL text". */
+    while (fgets(line, sizeof line, f)) {
+        *begins += strstr(line, " stats begin (") != NULL;
+        *stats += strstr(line, " stat ") != NULL && strchr(line, '=') != NULL;
+    }
+    fclose(f);
+}
+
+/* Under --log-level error, SIGTERM ends musterd without a counter dump, yet SIGUSR1 still dumps;
+ * at the default (info) the exit dump is there. */
+static void t_exit_dump_level(void *unused)
+{
+    const char *quiet[] = {"--log-level", "error", NULL};
+    struct h_daemon d;
+    int begins, stats;
+    (void)unused;
+    if (h_start(&d, quiet) == 0) {
+        CHECK_EQ(h_stop(&d), 0);
+        t_count_stat_lines(&d, &begins, &stats);
+        CHECK_EQ(begins, 0);
+        CHECK_EQ(stats, 0);
+        if (begins || stats)
+            h_dump_log(&d);
+    }
+    if (h_start(&d, quiet) == 0) {
+        CHECK(h_stat(&d, "connections_accepted") >= 0); /* the SIGUSR1 dump, asked for */
+        CHECK_EQ(h_stop(&d), 0);
+        t_count_stat_lines(&d, &begins, &stats);
+        CHECK_EQ(begins, 1);
+        CHECK(stats > 50);
+    }
+    if (h_start(&d, NULL) == 0) {
+        CHECK_EQ(h_stop(&d), 0);
+        t_count_stat_lines(&d, &begins, &stats);
+        CHECK_EQ(begins, 1);
+        CHECK(stats > 50);
+        CHECK(h_stat_logged(&d, "connections_accepted") >= 0);
+    }
+}
+
 /* Run the shutdown tests. */
 int main(void)
 {
@@ -141,5 +194,6 @@ int main(void)
         return h_finish();
     H_RUN(t_drain, &d);
     H_RUN(t_idle_exit, NULL);
+    H_RUN(t_exit_dump_level, NULL);
     return h_finish();
 }
