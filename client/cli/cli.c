@@ -23,12 +23,14 @@ static void cli_log(void *arg, int level, const char *msg)
         fprintf(stderr, "muster: %s: %s\n", level >= 0 && level <= 3 ? names[level] : "log", msg);
 }
 
-/* Describe the store address without its token (URLs may carry secrets). */
-static void cli_describe_url(const struct cli *c, char *out, size_t n)
+/* Describe a store URL without its token: "HOST:PORT[/NAMESPACE]", or for text that does not parse,
+ * the text before its query (where a token would be). */
+void cli_url_redacted(const char *url, char *out, size_t n)
 {
     muster_url u;
-    if (muster_url_parse(c->url, &u) != MUSTER_OK) {
-        snprintf(out, n, "%s", c->url ? c->url : "$MUSTER_URL");
+    if (!url || muster_url_parse(url, &u) != MUSTER_OK) {
+        const char *text = url ? url : "$MUSTER_URL";
+        snprintf(out, n, "%.*s", (int)strcspn(text, "?"), text);
         return;
     }
     int v6 = strchr(u.host, ':') != NULL;
@@ -52,7 +54,7 @@ int cli_connect(struct cli *c, muster_t **m)
         c->m = muster_connect_opts(c->url, &o, &err);
         if (!c->m) {
             char where[300];
-            cli_describe_url(c, where, sizeof where);
+            cli_url_redacted(c->url, where, sizeof where);
             if (err == MUSTER_EURL && c->last_log[0])
                 fprintf(stderr, "muster: %s\n", c->last_log); /* names the bad part, never the query */
             else if (err == MUSTER_EURL)

@@ -78,6 +78,9 @@ struct cli {
 
 /* Connect on first use; CLI_OK with *m, or an exit status after printing why. */
 int cli_connect(struct cli *c, muster_t **m);
+/* Describe a store URL without its token: "HOST:PORT[/NAMESPACE]", or for text that does not parse,
+ * the text before its query (where a token would be). */
+void cli_url_redacted(const char *url, char *out, size_t n);
 /* The exit status for a library error code. */
 int cli_exit_code(int err);
 /* Print "muster: VERB: reason" for err on c's handle and return its exit status. */

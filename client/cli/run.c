@@ -499,7 +499,9 @@ static int run_connect(struct run_ctx *c)
     int err = 0;
     c->m = muster_connect_opts(c->url, &o, &err);
     if (!c->m) {
-        fprintf(stderr, RUN_TAG "cannot connect to %s: %s\n", c->url, muster_strerror(err));
+        char where[600];
+        cli_url_redacted(c->url, where, sizeof where); /* the URL's token stays out of logs */
+        fprintf(stderr, RUN_TAG "cannot connect to %s: %s\n", where, muster_strerror(err));
         return err == MUSTER_ETIMEDOUT || err == MUSTER_ECONN ? 4 : 5;
     }
     /* Workers must not inherit the launcher's membership connection. */
@@ -715,8 +717,11 @@ static int run_setup_url(struct run_ctx *c, const char *global_url)
         if (!c->url || !*c->url)
             c->url = "tcp://127.0.0.1:29600";
     }
-    if (muster_url_parse(c->url, &c->u) != MUSTER_OK) {
-        fprintf(stderr, RUN_TAG "bad store URL: %s\n", c->url);
+    char why[300];
+    if (muster_url_parse_detail(c->url, &c->u, why, sizeof why) != MUSTER_OK) {
+        char where[600];
+        cli_url_redacted(c->url, where, sizeof where); /* the URL's token stays out of logs */
+        fprintf(stderr, RUN_TAG "bad store URL %s: %s\n", where, why);
         return 2;
     }
     return run_torch_job(c->cfg.rdzv_id, &c->url, c->url_buf, sizeof c->url_buf, &c->u, c->run_id, sizeof c->run_id);

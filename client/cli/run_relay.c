@@ -25,6 +25,7 @@
  */
 #include "run_relay.h"
 
+#include "cli.h"
 #include "run.h"
 
 #include <arpa/inet.h>
@@ -410,7 +411,9 @@ int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const 
     muster_opts o = {.client_name = "muster run relay"};
     int err = 0;
     if (!(r->up = muster_connect_opts(url, &o, &err))) {
-        fprintf(stderr, RUN_TAG "relay: cannot connect to %s: %s\n", url, muster_strerror(err));
+        char where[600];
+        cli_url_redacted(url, where, sizeof where); /* the URL's token stays out of logs */
+        fprintf(stderr, RUN_TAG "relay: cannot connect to %s: %s\n", where, muster_strerror(err));
         return -1;
     }
     if ((err = muster_watch(r->up, r->prefix, &r->watch_id, 0)) != MUSTER_OK) {

@@ -3,8 +3,9 @@
  * MUSTER_TEST_CLI) starting real shell-script workers, with a private
  * musterd (--standalone) or the test's own.  Covers the worker environment,
  * a restart after a worker kills itself, the restart limit, prefixed output,
- * SIGINT forwarding, and two launchers forming one world where one is killed
- * and the survivor finishes the job alone.
+ * SIGINT forwarding, two launchers forming one world where one is killed
+ * and the survivor finishes the job alone, and error messages that name the
+ * store without its token.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -523,6 +524,42 @@ static void t_timeout_and_usage(void *arg)
     CHECK_EQ(h_stop(&d), 0);
 }
 
+/* A store URL's token never appears in the launcher's error messages: not when the store refuses
+ * the connection (a wrong token), not when the URL does not parse. */
+static void t_token_not_shown(void *arg)
+{
+    (void)arg;
+    int before = h_failures();
+    const char *const tok[] = {"--token", "job=the-right-one", NULL};
+    struct h_daemon d;
+    struct launcher l;
+    char url[160], buf[8192];
+    fresh_out("token");
+    if (h_start(&d, tok) < 0)
+        return;
+    h_url(&d, "job", "s3cret-wrong", url, sizeof url);
+    launch(&l, "token_refused", (const char *[]){"--url", url, "--rdzv-timeout", "2", "true", NULL});
+    CHECK(finish(&l, 15000) > 0);
+    slurp(l.err, buf, sizeof buf);
+    CHECK(strstr(buf, "cannot connect to 127.0.0.1:") != NULL);
+    CHECK(strstr(buf, "/job") != NULL);
+    CHECK(strstr(buf, "s3cret") == NULL);
+    show(&l, before);
+    launch(&l, "token_bad_url", (const char *[]){"--url", "tcp://127.0.0.1:99999/job?token=s3cret-bad", "true", NULL});
+    CHECK_EQ(finish(&l, 10000), 2);
+    slurp(l.err, buf, sizeof buf);
+    CHECK(strstr(buf, "bad store URL") != NULL);
+    CHECK(strstr(buf, "s3cret") == NULL);
+    show(&l, before);
+    launch(&l, "token_bad_endpoint", (const char *[]){"--rdzv-endpoint", "127.0.0.1:0x1?token=s3cret-ep", "true", NULL});
+    CHECK_EQ(finish(&l, 10000), 2);
+    slurp(l.err, buf, sizeof buf);
+    CHECK(strstr(buf, "bad store URL") != NULL);
+    CHECK(strstr(buf, "s3cret") == NULL);
+    show(&l, before);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 int main(void)
 {
     h_init("rdzv_run", 150);
@@ -540,5 +577,6 @@ int main(void)
     H_RUN(t_two_finish, NULL);
     H_RUN(t_scale_up, NULL);
     H_RUN(t_timeout_and_usage, NULL);
+    H_RUN(t_token_not_shown, NULL);
     return h_finish();
 }
