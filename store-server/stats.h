@@ -77,6 +77,8 @@
     X(TS_UNSUPPORTED, "tcpstore_unsupported")             \
     X(TS_WAITS_CANCELED, "tcpstore_waits_canceled")       \
     X(TS_WAITS_ABANDONED, "tcpstore_waits_abandoned")     \
+    X(TS_WATCHES, "tcpstore_watches_current")             \
+    X(TS_WATCH_CALLBACKS, "tcpstore_watch_callbacks")     \
     X(TS_VALIDATE_TIMEOUT, "tcpstore_validate_timeout")   \
     X(TS_LIMIT_KEY, "limit_tcpstore_key")                 \
     X(TS_LIMIT_VALUE, "limit_tcpstore_value")             \

@@ -176,6 +176,7 @@ static void tcpstore_free(struct ts_conn *c)
     struct tcpstore *ts = c->ts;
     struct server *srv = ts->srv;
     tspark_abandon(c);
+    tswatch_conn_gone(c);
     tsparse_reset(&c->req);
     if (c->prev)
         c->prev->next = c->next;
@@ -238,8 +239,9 @@ static void tcpstore_timer_cb(evutil_socket_t fd, short what, void *arg)
     } else if (c->partial_ms && c->partial_ms + c->ts->srv->opt.request_timeout <= conn_now_ms()) {
         tcpstore_fail(c, STAT_REQUEST_TIMEOUT, "request incomplete for %llu ms",
                       (unsigned long long)c->ts->srv->opt.request_timeout);
-    } else if (c->park || evbuffer_get_length(c->io.out)) {
-        /* Silent but waiting on the server, or still taking output: not idle. */
+    } else if (c->park || c->nwatches || evbuffer_get_length(c->io.out)) {
+        /* Silent but waiting on the server (a parked request, or watches: torch's callback
+         * connection never sends again), or still taking output: not idle. */
         c->last_rx_ms = conn_now_ms();
         tcpstore_arm(c);
     } else {
@@ -498,6 +500,14 @@ static int tcpstore_check_options(const struct options *o)
     return 0;
 }
 
+/* The namespace's change hook: release parked BARRIER callers, then tell watchers. */
+static void tcpstore_key_changed(void *arg, enum ks_change what, const char *key, size_t klen,
+                                 const struct ks_entry *e)
+{
+    tspark_key_changed(arg, what, key, klen, e);
+    tswatch_key_changed(arg, what, key, klen, e);
+}
+
 /* Open the front end's namespace (it cannot have a token: TCPStore clients send none). */
 static int tcpstore_open_ns(struct tcpstore *ts)
 {
@@ -517,7 +527,7 @@ static int tcpstore_open_ns(struct tcpstore *ts)
         log_msg(LOG_ERROR, "cannot open namespace '%s' for the TCPStore listener", name);
         return EX_SOFTWARE;
     }
-    ts->ns->ext_hook = tspark_key_changed;
+    ts->ns->ext_hook = tcpstore_key_changed;
     ts->ns->ext_arg = ts;
     return 0;
 }
@@ -585,6 +595,7 @@ void tcpstore_fini(struct server *srv)
         tcpstore_free(ts->conns);
     listener_close(ts->listener);
     tspark_fini(ts);
+    tswatch_fini(ts);
     if (ts->ns) {
         ts->ns->ext_hook = NULL;
         ts->ns->ext_arg = NULL;

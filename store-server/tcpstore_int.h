@@ -1,8 +1,9 @@
 /*
  * Internals shared by the TCPStore front end's files: tcpstore.c (listener,
  * connections, input loop, replies), tcpstore_parse.c (numberings and the
- * incremental request decoder), tcpstore_ops.c (the op table and handlers)
- * and tcpstore_park.c (parked WAIT and BARRIER callers, queues).
+ * incremental request decoder), tcpstore_ops.c (the op table and handlers),
+ * tcpstore_park.c (parked WAIT and BARRIER callers, queues) and
+ * tcpstore_watch.c (the old numbering's WATCH_KEY).
  */
 #ifndef MUSTERD_TCPSTORE_INT_H
 #define MUSTERD_TCPSTORE_INT_H
@@ -50,7 +51,7 @@ enum ts_op {
     TS_QUEUE_LEN,
     TS_LIST_KEYS,
     TS_BARRIER,
-    TS_WATCH_KEY, /* old numbering only; not supported */
+    TS_WATCH_KEY, /* old numbering only */
     TS_NOPS
 };
 
@@ -59,6 +60,9 @@ enum ts_era { TS_ERA_UNKNOWN, TS_ERA_VALIDATE, TS_ERA_LEGACY };
 
 /* The one-byte answers (CheckResponseType, WaitResponseType). */
 enum { TS_READY = 0, TS_NOT_READY = 1, TS_STOP_WAITING = 0, TS_WAIT_CANCELED = 1 };
+
+/* The first byte of a WATCH_KEY answer or callback frame (torch 1.x's WatchResponseType). */
+enum { TS_KEY_UPDATED = 0, TS_KEY_CREATED = 1, TS_KEY_DELETED = 2, TS_KEY_CALLBACK_REGISTERED = 3 };
 
 /* One field of a request's grammar. */
 enum ts_field {
@@ -103,6 +107,7 @@ struct ts_req {
 enum ts_state { TS_OPEN, TS_FLUSHING, TS_DEAD };
 
 struct ts_park;
+struct ts_watch;
 
 /* One TCPStore client connection. */
 struct ts_conn {
@@ -120,6 +125,8 @@ struct ts_conn {
     uint64_t partial_ms; /* when the request now incomplete began, or 0 */
     struct ts_req req;
     struct ts_park *park; /* the parked WAIT or BARRIER, or NULL */
+    struct ts_watch *watches; /* WATCH_KEY registrations, linked through cnext */
+    size_t nwatches;
     struct sockaddr_in6 addr; /* the peer's address (an AF_INET one fits too) */
     char peer[64];        /* the same as text, formatted on first use: read it through tcpstore_peer() */
 };
@@ -175,6 +182,25 @@ struct ts_bkey {
     char key[];
 };
 
+/* A WATCH_KEY registration: one connection's watch of one key. */
+struct ts_watch {
+    struct ts_conn *c;
+    struct ts_wkey *wk;
+    struct ts_watch *prev, *next; /* the key's registrations, in order */
+    struct ts_watch *cnext;       /* the connection's */
+};
+
+/* A watched key: its registrations and the value it last held (sent as a change's old value). */
+struct ts_wkey {
+    UT_hash_handle hh;
+    struct ts_watch *head, *tail;
+    uint8_t *val; /* malloc'd; NULL when empty or absent */
+    size_t vlen;
+    int present;  /* the key exists */
+    size_t klen;
+    char key[];
+};
+
 /* The front end: one listener, one namespace. */
 struct tcpstore {
     struct server *srv;
@@ -184,6 +210,7 @@ struct tcpstore {
     size_t nconns;
     struct tsq *queues;
     struct ts_bkey *bkeys;
+    struct ts_wkey *wkeys;
     uint64_t queue_items, queue_bytes;
     uint64_t next_id;
 };
@@ -254,9 +281,21 @@ int tspark_queue_push(struct ts_conn *c, const char *key, size_t klen, uint8_t *
 void tspark_queue_pop(struct ts_conn *c, const char *key, size_t klen);
 /* The length of the queue at key. */
 size_t tspark_queue_len(struct tcpstore *ts, const char *key, size_t klen);
-/* The namespace hook: a key changed; release BARRIER callers its count now satisfies. */
+/* A key changed (from the namespace hook): release BARRIER callers its count now satisfies. */
 void tspark_key_changed(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e);
 /* Free every queue and barrier key (at exit; parked callers are gone by then). */
 void tspark_fini(struct tcpstore *ts);
+
+/* tcpstore_watch.c: WATCH_KEY (old numbering). */
+/* WATCH_KEY: register a watch of key for c and answer KEY_CALLBACK_REGISTERED. */
+void tswatch_register(struct ts_conn *c, const char *key, size_t klen);
+/* Drop every watch of c (it is being freed). */
+void tswatch_conn_gone(struct ts_conn *c);
+/* A key of the namespace changed (e: its new entry, NULL when deleted): send every watch of it the
+ * callback frame, then remember the new value as the next change's old one. */
+void tswatch_key_changed(struct tcpstore *ts, enum ks_change what, const char *key, size_t klen,
+                         const struct ks_entry *e);
+/* Free every watched key left (at exit, after every connection). */
+void tswatch_fini(struct tcpstore *ts);
 
 #endif

@@ -208,6 +208,12 @@ static void tsops_barrier(struct ts_conn *c, struct ts_req *r)
     tspark_barrier(c, tsops_key(r), r->b[0].len, r->i64);
 }
 
+/* WATCH_KEY (old numbering): watch the key on this connection; KEY_CALLBACK_REGISTERED, then callbacks. */
+static void tsops_watch_key(struct ts_conn *c, struct ts_req *r)
+{
+    tswatch_register(c, tsops_key(r), r->b[0].len);
+}
+
 /* The table, by op.  A row without a handler is an op this server does not serve. */
 static const struct tsops_row tsops_rows[TS_NOPS] = {
     [TS_VALIDATE] = {"validate", {TF_U32}, tsops_validate},
@@ -229,9 +235,8 @@ static const struct tsops_row tsops_rows[TS_NOPS] = {
     [TS_QUEUE_LEN] = {"queue_len", {TF_KEY}, tsops_queue_len},
     [TS_LIST_KEYS] = {"list_keys", {TF_END}, tsops_list_keys},
     [TS_BARRIER] = {"barrier", {TF_KEY, TF_I64}, tsops_barrier},
-    /* Torch 1.x sends WATCH_KEY on a second connection it opens per store;
-     * watch callbacks are not served, so a watchKey() call loses it. */
-    [TS_WATCH_KEY] = {"watch_key", {TF_KEY}, NULL},
+    /* Torch 1.x sends WATCH_KEY on a second connection it opens per store. */
+    [TS_WATCH_KEY] = {"watch_key", {TF_KEY}, tsops_watch_key},
 };
 
 /* The row of op. */

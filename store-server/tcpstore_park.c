@@ -397,7 +397,7 @@ static int tspark_count(const struct ks_entry *e, int64_t *out)
     return 0;
 }
 
-/* The namespace hook: a key changed; release BARRIER callers its count now satisfies. */
+/* A key changed (from the namespace hook): release BARRIER callers its count now satisfies. */
 void tspark_key_changed(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
 {
     struct tcpstore *ts = arg;

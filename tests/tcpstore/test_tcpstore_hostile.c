@@ -3,13 +3,13 @@
  * numbering (torch 1.x-2.0, no handshake): oversize fields close only their
  * connection (counted), a half-sent request stalls no one, a stalled first
  * request times out while a silent connection is left alone, old clients'
- * abandoned waits leave no stale byte, WATCH_KEY is refused, the listener
- * shares --max-connections, a drain closes parked clients, and a namespace
- * with a token is refused.  The I/O path: requests sent a byte at a time,
- * a pipeline far larger than one read, a backlog held unread behind a
- * parked WAIT (without spinning), --tcpstore-max-request, --max-output
- * backpressure and the slow-reader close, and replies held until durable
- * with --data-dir.
+ * abandoned waits leave no stale byte (WATCH_KEY: test_tcpstore_watch.c),
+ * the listener shares --max-connections, a drain closes parked clients,
+ * and a namespace with a token is refused.  The I/O path: requests sent a
+ * byte at a time, a pipeline far larger than one read, a backlog held
+ * unread behind a parked WAIT (without spinning), --tcpstore-max-request,
+ * --max-output backpressure and the slow-reader close, and replies held
+ * until durable with --data-dir.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -25,10 +25,6 @@
 
 #define T_MS 3000
 #define QUIET_MS 200
-
-/* Old-numbering type bytes (torch 1.x-2.0). */
-enum { OLD_SET = 0, OLD_GET = 2, OLD_ADD = 3, OLD_CHECK = 4, OLD_WAIT = 5, OLD_GETNUMKEYS = 6, OLD_WATCH_KEY = 7,
-       OLD_DELETE_KEY = 8, OLD_CANCEL_WAIT = 12 };
 
 static struct h_daemon d;
 static uint16_t port;
@@ -173,32 +169,32 @@ static void t_legacy_ops(void *arg)
     (void)arg;
     long long old0 = h_stat(&d, "tcpstore_legacy_era");
     int fd = tsw_connect(port);
-    key_i64(fd, OLD_ADD, "init/", 1);
+    key_i64(fd, TSW_OLD_ADD, "init/", 1);
     i64_is(fd, 1);
-    CHECK_EQ(tsw_req(fd, OLD_SET, "/old", "value", NULL), 0);
-    CHECK_EQ(tsw_req(fd, OLD_GET, "/old", NULL), 0);
+    CHECK_EQ(tsw_req(fd, TSW_OLD_SET, "/old", "value", NULL), 0);
+    CHECK_EQ(tsw_req(fd, TSW_OLD_GET, "/old", NULL), 0);
     char *v = tsw_blob(fd, T_MS, NULL);
     CHECK_STR(v, "value");
     free(v);
     struct tsw_buf b = {0};
-    tsw_u8(&b, OLD_CHECK);
+    tsw_u8(&b, TSW_OLD_CHECK);
     tsw_u64(&b, 2);
     tsw_str(&b, "/old");
     tsw_str(&b, "init/");
-    tsw_u8(&b, OLD_CHECK);
+    tsw_u8(&b, TSW_OLD_CHECK);
     tsw_u64(&b, 1);
     tsw_str(&b, "/absent");
     CHECK_EQ(tsw_send(fd, &b), 0);
     tsw_free(&b);
     CHECK_EQ(tsw_byte(fd, T_MS), 0); /* READY */
     CHECK_EQ(tsw_byte(fd, T_MS), 1); /* NOT_READY */
-    CHECK_EQ(tsw_req(fd, OLD_GETNUMKEYS, NULL), 0);
+    CHECK_EQ(tsw_req(fd, TSW_OLD_GETNUMKEYS, NULL), 0);
     int ok;
     int64_t n = tsw_i64(fd, T_MS, &ok);
     CHECK(ok && n >= 2);
-    CHECK_EQ(tsw_req(fd, OLD_DELETE_KEY, "/old", NULL), 0);
+    CHECK_EQ(tsw_req(fd, TSW_OLD_DELETE_KEY, "/old", NULL), 0);
     i64_is(fd, 1);
-    CHECK_EQ(tsw_req(fd, OLD_CANCEL_WAIT, NULL), 0);
+    CHECK_EQ(tsw_req(fd, TSW_OLD_CANCEL_WAIT, NULL), 0);
     CHECK_EQ(tsw_byte(fd, T_MS), 1);
     CHECK_EQ(h_stat(&d, "tcpstore_legacy_era"), old0 + 1);
     close(fd);
@@ -211,16 +207,16 @@ static void t_legacy_abandoned_wait(void *arg)
     long long ab0 = h_stat(&d, "tcpstore_waits_abandoned");
     int a = tsw_connect(port), b = tsw_open(port);
     struct tsw_buf buf = {0};
-    tsw_u8(&buf, OLD_WAIT);
+    tsw_u8(&buf, TSW_OLD_WAIT);
     tsw_u64(&buf, 1);
     tsw_str(&buf, "/old-wait");
     CHECK_EQ(tsw_send(a, &buf), 0);
     tsw_free(&buf);
     CHECK(tsw_quiet(a, QUIET_MS));
-    key_i64(a, OLD_ADD, "/old-ctr", 1);
+    key_i64(a, TSW_OLD_ADD, "/old-ctr", 1);
     i64_is(a, 1); /* the reply, not a STOP_WAITING byte in front of it */
     CHECK_EQ(tsw_req(b, TSW_SET, "/old-wait", "now", NULL), 0);
-    CHECK_EQ(tsw_req(a, OLD_GETNUMKEYS, NULL), 0);
+    CHECK_EQ(tsw_req(a, TSW_OLD_GETNUMKEYS, NULL), 0);
     int ok;
     int64_t n = tsw_i64(a, T_MS, &ok);
     CHECK(ok && n >= 2 && n < 1000);
@@ -228,19 +224,6 @@ static void t_legacy_abandoned_wait(void *arg)
     CHECK_EQ(h_stat(&d, "tcpstore_waits_abandoned"), ab0 + 1);
     close(a);
     close(b);
-}
-
-/* WATCH_KEY (old numbering) is not served: counted, connection closed, server fine. */
-static void t_legacy_watch_key(void *arg)
-{
-    (void)arg;
-    long long u0 = h_stat(&d, "tcpstore_unsupported");
-    int fd = tsw_connect(port);
-    CHECK_EQ(tsw_req(fd, OLD_WATCH_KEY, "/watched", NULL), 0);
-    CHECK(tsw_closed(fd, T_MS));
-    close(fd);
-    CHECK_EQ(h_stat(&d, "tcpstore_unsupported"), u0 + 1);
-    server_fine();
 }
 
 /* A stalled first request is closed after --tcpstore-validate-timeout; a silent connection stays. */
@@ -580,7 +563,6 @@ int main(void)
     H_RUN(t_half_sent, NULL);
     H_RUN(t_legacy_ops, NULL);
     H_RUN(t_legacy_abandoned_wait, NULL);
-    H_RUN(t_legacy_watch_key, NULL);
     H_RUN(t_validate_timeout, NULL);
     H_RUN(t_max_connections, NULL);
     H_RUN(t_drain, NULL);

@@ -34,6 +34,23 @@ enum {
     TSW_BARRIER = 18,
 };
 
+/* Old-numbering type bytes (torch 1.x-2.0, no handshake). */
+enum {
+    TSW_OLD_SET = 0,
+    TSW_OLD_COMPARE_SET = 1,
+    TSW_OLD_GET = 2,
+    TSW_OLD_ADD = 3,
+    TSW_OLD_CHECK = 4,
+    TSW_OLD_WAIT = 5,
+    TSW_OLD_GETNUMKEYS = 6,
+    TSW_OLD_WATCH_KEY = 7,
+    TSW_OLD_DELETE_KEY = 8,
+    TSW_OLD_APPEND = 9,
+    TSW_OLD_MULTI_GET = 10,
+    TSW_OLD_MULTI_SET = 11,
+    TSW_OLD_CANCEL_WAIT = 12,
+};
+
 /* A request being built. */
 struct tsw_buf {
     uint8_t *p;
