@@ -56,6 +56,14 @@ def test_two_agents_two_workers_each(daemon, tmp_path):
     assert all(f"muster_url=tcp://127.0.0.1:{daemon.port}/trainjob" in ln for ln in lines), lines
 
 
+def _info(r):
+    """(store, rank, world_size) of next_rendezvous()'s answer: a tuple before
+    torch 2.4, a RendezvousInfo from then on."""
+    if isinstance(r, tuple):
+        return r
+    return r.store, r.rank, r.world_size
+
+
 def _handler(daemon, node_id, nmin=2, nmax=3):
     return MusterRendezvousHandler(daemon.url("elastic"), "elastic", nmin, nmax, join_timeout=10,
                                    last_call_timeout=0.3, store_timeout=10, node_id=node_id)
@@ -66,7 +74,7 @@ def test_handler_waiting_loss_and_close(start_daemon):
     h = [_handler(d, f"node{i}") for i in range(3)]
     try:
         got = [None] * 2
-        ts = [threading.Thread(target=lambda i=i: got.__setitem__(i, h[i].next_rendezvous())) for i in range(2)]
+        ts = [threading.Thread(target=lambda i=i: got.__setitem__(i, _info(h[i].next_rendezvous()))) for i in range(2)]
         for t in ts:
             t.start()
         for t in ts:
@@ -79,7 +87,7 @@ def test_handler_waiting_loss_and_close(start_daemon):
         assert h[0].num_nodes_waiting() == 0
 
         late = {}
-        t3 = threading.Thread(target=lambda: late.setdefault("r", h[2].next_rendezvous()))
+        t3 = threading.Thread(target=lambda: late.setdefault("r", _info(h[2].next_rendezvous())))
         t3.start()
         deadline = time.monotonic() + 5
         while h[0].num_nodes_waiting() == 0 and time.monotonic() < deadline:
@@ -92,7 +100,7 @@ def test_handler_waiting_loss_and_close(start_daemon):
             h[0].num_nodes_waiting()
             time.sleep(0.05)
         assert h[0]._lost and h[0].num_nodes_waiting() >= 1
-        store2, rank, world = h[0].next_rendezvous()  # re-form with the newcomer
+        store2, rank, world = _info(h[0].next_rendezvous())  # re-form with the newcomer
         t3.join(15)
         assert world == 2 and sorted([rank, late["r"][1]]) == [0, 1]
 
