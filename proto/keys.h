@@ -1,0 +1,87 @@
+/*
+ * Reserved key names: every key that musterd, libmuster-nccl, the muster
+ * CLI or the Python package writes or recognises by its name.  Each name
+ * is spelled here and nowhere else in the sources (tests/check_keys.sh
+ * checks that), so a reader finds them all in one place and a rename
+ * cannot miss a side.
+ *
+ *   key                                     written by          read by
+ *   muster/rdzv/generation                  musterd (a round)   users, tests
+ *   muster/rdzv/<generation>/broken         musterd             libmuster-nccl
+ *   nccl/<generation>/<comm>/id/<root>      libmuster-nccl      libmuster-nccl; musterd
+ *                                                               logs an id_published event
+ *   muster/run/<generation>/done            muster run          muster run (every node)
+ *   torch/<generation>/...                  muster run's relay  the relay (torch's keys)
+ *   muster/torchrun/closed                  muster.torchrun     muster.torchrun
+ *   torch.rendezvous.<run>.<generation>...  muster.torchrun     muster.torchrun (a PrefixStore)
+ *
+ * The names are stored data (keys outlive a daemon in --data-dir and in
+ * etcd) and what users and older clients see, so none of them may change.
+ * Header only: the daemon, both libraries, the CLI and the Python extension
+ * include it without linking anything.
+ */
+#ifndef MUSTER_PROTO_KEYS_H
+#define MUSTER_PROTO_KEYS_H
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The latest generation of a namespace's rendezvous, in decimal (set when a round closes). */
+#define KEYS_RDZV_GENERATION "muster/rdzv/generation"
+/* Set (to the lost node's id) when a generation breaks; the argument is the generation. */
+#define KEYS_RDZV_BROKEN_FMT "muster/rdzv/%" PRIu64 "/broken"
+/* Where libmuster-nccl publishes a communicator's unique ids: nccl/<generation>/... */
+#define KEYS_NCCL_PREFIX "nccl/"
+/* What marks a key under KEYS_NCCL_PREFIX as a unique id. */
+#define KEYS_NCCL_ID_MARK "/id/"
+/* The key of root's unique id of communicator comm: generation, comm, root. */
+#define KEYS_NCCL_ID_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s" KEYS_NCCL_ID_MARK "%d"
+/* Counted up by each node of a `muster run` generation whose workers all succeeded. */
+#define KEYS_RUN_DONE_FMT "muster/run/%" PRIu64 "/done"
+/* The prefix under which `muster run`'s relay keeps a generation's torch keys. */
+#define KEYS_TORCH_PREFIX_FMT "torch/%" PRIu64 "/"
+/* Set by the Python torchrun backend's set_closed(). */
+#define KEYS_TORCHRUN_CLOSED "muster/torchrun/closed"
+/* The Python torchrun backend's agent store prefix, followed by "<run>.<generation>". */
+#define KEYS_TORCHRUN_STORE_PREFIX "torch.rendezvous."
+
+/* Write generation's broken key into buf (n bytes); snprintf's result. */
+static inline int keys_rdzv_broken(char *buf, size_t n, uint64_t generation)
+{
+    return snprintf(buf, n, KEYS_RDZV_BROKEN_FMT, generation);
+}
+
+/* Write the key of root's unique id of communicator comm in generation into buf; snprintf's result. */
+static inline int keys_nccl_id(char *buf, size_t n, uint64_t generation, const char *comm, int root)
+{
+    return snprintf(buf, n, KEYS_NCCL_ID_FMT, generation, comm, root);
+}
+
+/* Whether key (klen bytes, NUL-terminated) names an NCCL unique id; its generation into *generation. */
+static inline int keys_nccl_id_generation(const char *key, size_t klen, uint64_t *generation)
+{
+    const size_t plen = sizeof KEYS_NCCL_PREFIX - 1;
+    if (klen <= plen || memcmp(key, KEYS_NCCL_PREFIX, plen) != 0 ||
+        !memmem(key, klen, KEYS_NCCL_ID_MARK, sizeof KEYS_NCCL_ID_MARK - 1))
+        return 0;
+    *generation = strtoull(key + plen, NULL, 10);
+    return 1;
+}
+
+/* Write the done key of a `muster run` generation into buf; snprintf's result. */
+static inline int keys_run_done(char *buf, size_t n, uint64_t generation)
+{
+    return snprintf(buf, n, KEYS_RUN_DONE_FMT, generation);
+}
+
+/* Write the relay's key prefix of a `muster run` generation into buf; snprintf's result. */
+static inline int keys_torch_prefix(char *buf, size_t n, uint64_t generation)
+{
+    return snprintf(buf, n, KEYS_TORCH_PREFIX_FMT, generation);
+}
+
+#endif
