@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "keys.h"
+
 /* Longest communicator name accepted (it becomes part of a key). */
 #define NCCL_NAME_MAX 128
 /* Room for any key this file builds. */
@@ -103,12 +105,6 @@ static int nccl_block_of(int world, int nroots, int rank)
     return extra + (rank - big) / per;
 }
 
-/* Write the key of root k's id into buf. */
-static void nccl_key(char *buf, size_t n, uint64_t generation, const char *name, int k)
-{
-    snprintf(buf, n, "nccl/%llu/%s/id/%d", (unsigned long long)generation, name, k);
-}
-
 /* Create root k's id and publish it unless the key already holds one; the
  * store's value wins either way, so a repeated call is harmless. */
 static int nccl_publish(muster_t *m, const char *key, int64_t deadline)
@@ -161,7 +157,7 @@ static void nccl_watch_init(struct nccl_watch *w, muster_t *m, muster_t *events,
     w->events = events;
     w->generation = generation;
     w->check_ms = spread > NCCL_CHECK_MIN_MS ? (uint32_t)spread : NCCL_CHECK_MIN_MS;
-    snprintf(w->broken_key, sizeof w->broken_key, "muster/rdzv/%llu/broken", (unsigned long long)generation);
+    keys_rdzv_broken(w->broken_key, sizeof w->broken_key, generation);
     if (events) {
         w->beat_ms = muster_rdzv_heartbeat_interval(events);
         w->next_beat_ms = nccl_now_ms() + w->beat_ms;
@@ -216,7 +212,7 @@ static int nccl_exchange(muster_t *m, uint64_t generation, const char *name, int
     if (keys && kp) {
         int root = nccl_block_of(world, nroots, rank);
         for (int k = 0; k < nroots; k++) {
-            nccl_key(keys[k], sizeof keys[k], generation, name, k);
+            keys_nccl_id(keys[k], sizeof keys[k], generation, name, k);
             kp[k] = keys[k];
         }
         /* A generation that already broke gets no new root thread. */

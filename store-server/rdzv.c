@@ -30,6 +30,7 @@
 #include <utlist.h>
 
 #include "conn.h"
+#include "keys.h"
 #include "log.h"
 #include "ns.h"
 #include "persist.h"
@@ -195,7 +196,7 @@ static void rdzv_break(struct rdzv *rz, struct rdzv_node *lost, const char *id, 
             rdzv_push(m, MUSTER__MEMBERSHIP_EVENT__KIND__MEMBER_LOST, rz->generation, id);
     }
     char key[64];
-    snprintf(key, sizeof key, "muster/rdzv/%" PRIu64 "/broken", rz->generation);
+    keys_rdzv_broken(key, sizeof key, rz->generation);
     rdzv_publish(rz, key, id);
     /* A round that waited for this generation to end may close now. */
     rdzv_round_check(rz);
@@ -336,7 +337,7 @@ static void rdzv_round_close(struct rdzv *rz)
     rdzv_answer(rz, world);
     char gen[24];
     snprintf(gen, sizeof gen, "%" PRIu64, rz->generation);
-    rdzv_publish(rz, "muster/rdzv/generation", gen);
+    rdzv_publish(rz, KEYS_RDZV_GENERATION, gen);
 }
 
 /* The last call ended: close the round if it still has its minimum. */
@@ -724,9 +725,10 @@ void rdzv_each_event(const struct ns *ns, void (*fn)(void *arg, const struct rdz
 void rdzv_note_key(struct ns *ns, const char *key, size_t klen)
 {
     struct rdzv *rz = ns->rdzv;
-    if (!rz || klen < 6 || memcmp(key, "nccl/", 5) != 0 || !memmem(key, klen, "/id/", 4))
+    uint64_t gen;
+    if (!rz || !keys_nccl_id_generation(key, klen, &gen))
         return;
-    rdzv_event(rz, RDZV_EV_ID_PUBLISHED, strtoull(key + 5, NULL, 10), key, klen);
+    rdzv_event(rz, RDZV_EV_ID_PUBLISHED, gen, key, klen);
 }
 
 /* Raise ns's generation counter to at least gen (recovery), so no number is reused. */

@@ -22,6 +22,7 @@
 #include "run.h"
 
 #include "cli.h"
+#include "keys.h"
 #include "run_relay.h"
 
 #include <errno.h>
@@ -631,7 +632,7 @@ static enum run_outcome run_finish(struct run_ctx *c, int rfd)
     if (c->a->num_nodes <= 1)
         return RUN_DONE;
     char key[64];
-    snprintf(key, sizeof key, "muster/run/%" PRIu64 "/done", c->a->generation);
+    keys_run_done(key, sizeof key, c->a->generation);
     int rc = muster_watch(c->m, key, &c->done_watch, 0);
     if (rc == MUSTER_OK)
         rc = muster_add(c->m, key, 1, &c->done_count, 0);

@@ -26,6 +26,7 @@
 #include "run_relay.h"
 
 #include "cli.h"
+#include "keys.h"
 #include "run.h"
 
 #include <arpa/inet.h>
@@ -405,7 +406,7 @@ int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const 
     r->lfd = r->stop[0] = r->stop[1] = -1;
     r->inited = 1;
     r->cfg = *cfg;
-    snprintf(r->prefix, sizeof r->prefix, "torch/%" PRIu64 "/", gen);
+    keys_torch_prefix(r->prefix, sizeof r->prefix, gen);
     muster_url u;
     r->failover = muster_url_parse(url, &u) == MUSTER_OK && u.failover;
     muster_opts o = {.client_name = "muster run relay"};

@@ -22,7 +22,7 @@ member was lost, reports the loss too, so the agent restarts its workers and
 re-forms without waiting for a collective to fail.  set_closed() writes
 muster/torchrun/closed; is_closed() checks it.
 
-The agents' store is a PrefixStore "torch.rendezvous.<run_id>.<generation>"
+The agents' store is a PrefixStore ``torch.rendezvous.<run_id>.<generation>``
 over a MusterStore of the run's namespace.  Workers do not use it:
 use_agent_store is False (TORCHELASTIC_USE_AGENT_STORE=False), so torch
 gives them MASTER_ADDR/MASTER_PORT (rank 0's host and a free port) and
@@ -42,7 +42,7 @@ from torch.distributed.elastic.rendezvous import (RendezvousClosedError, Rendezv
                                                   RendezvousHandler, RendezvousParameters,
                                                   RendezvousTimeoutError)
 
-from . import errors
+from . import _core, errors
 from .client import Event
 from .rdzv import Node
 from .torch import MusterStore
@@ -54,7 +54,8 @@ except ImportError:
 
 __all__ = ["MusterRendezvousHandler", "create_handler", "entry_point"]
 
-CLOSED_KEY = "muster/torchrun/closed"
+# Reserved key names live in proto/keys.h; the extension hands them over.
+CLOSED_KEY = _core.KEY_TORCHRUN_CLOSED
 
 
 def _url(params):
@@ -109,7 +110,7 @@ class MusterRendezvousHandler(RendezvousHandler):
         self._lost = False
         os.environ["MUSTER_URL"] = self._url
         os.environ["MUSTER_GENERATION"] = str(a.generation)
-        store = PrefixStore(f"torch.rendezvous.{self._run_id}.{a.generation}", self._store)
+        store = PrefixStore(f"{_core.KEY_TORCHRUN_STORE_PREFIX}{self._run_id}.{a.generation}", self._store)
         if RendezvousInfo is None:
             return store, a.node_rank, a.num_nodes
         try:

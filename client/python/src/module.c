@@ -5,6 +5,8 @@
  */
 #include "core.h"
 
+#include "keys.h"
+
 /* Base exception class and {code: class} map, set by _set_errors(). */
 static PyObject *core_error_base;
 static PyObject *core_error_map;
@@ -147,7 +149,7 @@ static struct PyModuleDef mod_def = {
     NULL, NULL, NULL, NULL,
 };
 
-/* Module init: the Conn type, the version and the error code constants. */
+/* Module init: the Conn type, the version, the default port and the reserved key names Python writes. */
 PyMODINIT_FUNC PyInit__core(void)
 {
     if (PyType_Ready(&Conn_Type) < 0)
@@ -158,7 +160,9 @@ PyMODINIT_FUNC PyInit__core(void)
     Py_INCREF(&Conn_Type);
     if (PyModule_AddObject(mod, "Conn", (PyObject *)&Conn_Type) < 0 ||
         PyModule_AddStringConstant(mod, "version", MUSTER_VERSION) < 0 ||
-        PyModule_AddIntConstant(mod, "DEFAULT_PORT", MUSTER_DEFAULT_PORT) < 0) {
+        PyModule_AddIntConstant(mod, "DEFAULT_PORT", MUSTER_DEFAULT_PORT) < 0 ||
+        PyModule_AddStringConstant(mod, "KEY_TORCHRUN_CLOSED", KEYS_TORCHRUN_CLOSED) < 0 ||
+        PyModule_AddStringConstant(mod, "KEY_TORCHRUN_STORE_PREFIX", KEYS_TORCHRUN_STORE_PREFIX) < 0) {
         Py_DECREF(mod);
         return NULL;
     }
