@@ -6,33 +6,32 @@
  * namespace and token, restore watches, and send the call again when that
  * is safe.
  *
- * What is safe is decided per op by the table below.  A NOT_LEADER answer
- * means the op was refused before it ran, so any op goes to the leader.  A
- * lost connection leaves an op in flight undecided: it may have run before
- * the server died.  Ops whose repetition changes nothing (set, get, delete,
- * waits, ...) are sent again; the others (add, compare_set, append, barrier
- * arrival, rendezvous join) come back as MUSTER_ECONN, retryable, and are
- * never repeated behind the caller's back.
+ * What is safe is decided per op by the op list (proto/oplist.h, the
+ * OPL_RESEND flag).  A NOT_LEADER answer means the op was refused before
+ * it ran, so any op goes to the leader.  A lost connection leaves an op in
+ * flight undecided: it may have run before the server died.  Ops whose
+ * repetition changes nothing (set, get, delete, waits, ...) are sent
+ * again; the others (add, compare_set, append, barrier arrival, rendezvous
+ * join) come back as MUSTER_ECONN, retryable, and are never repeated
+ * behind the caller's back.
  */
 #include <string.h>
 
 #include "internal.h"
+#include "oplist.h"
 
-/* Ops that may be sent again after a lost connection; every other op is not. */
-static const Muster__Request__OpCase failover_safe_ops[] = {
-    MUSTER__REQUEST__OP_SET,       MUSTER__REQUEST__OP_GET,       MUSTER__REQUEST__OP_DELETE,
-    MUSTER__REQUEST__OP_CHECK,     MUSTER__REQUEST__OP_WAIT,      MUSTER__REQUEST__OP_NUM_KEYS,
-    MUSTER__REQUEST__OP_MULTI_GET, MUSTER__REQUEST__OP_MULTI_SET, MUSTER__REQUEST__OP_LIST,
-    MUSTER__REQUEST__OP_PING,      MUSTER__REQUEST__OP_WATCH,     MUSTER__REQUEST__OP_UNWATCH,
-};
-
-/* Whether op may be sent again after the connection carrying it was lost. */
+/* Whether op may be sent again after the connection carrying it was lost (OPL_RESEND in the op list). */
 int failover_idempotent(Muster__Request__OpCase op)
 {
-    for (size_t i = 0; i < sizeof failover_safe_ops / sizeof failover_safe_ops[0]; i++)
-        if (failover_safe_ops[i] == op)
-            return 1;
-    return 0;
+#define FAILOVER_RESEND(c, n, f) \
+    case MUSTER__REQUEST__OP_##c: \
+        return ((f) & OPL_RESEND) != 0;
+    switch (op) {
+        OPLIST(FAILOVER_RESEND)
+    default:
+        return 0;
+    }
+#undef FAILOVER_RESEND
 }
 
 /* Whether m lost its connection (or was redirected) in a way failover repairs. */

@@ -1,8 +1,11 @@
 /*
  * THE op table: one row per Request op case with its name, handler, flags
- * and field checks.  ops_dispatch() runs everything generic from the row
- * (hello done, pending id, drain, key/value sizes, key counts, non-empty
- * keys) so handlers contain only their op.  Adding an op is one row.
+ * and field checks.  Names and flags come from the op list
+ * (proto/oplist.h), which libmuster's failover reads too; this file adds
+ * the handler and the field checks.  ops_dispatch() runs everything generic
+ * from the row (hello done, pending id, drain, key/value sizes, key counts,
+ * non-empty keys) so handlers contain only their op.  Adding an op is one
+ * line in the list and one row here.
  */
 #include "ops.h"
 
@@ -24,34 +27,34 @@
 #define F_VALUE(T, f) {OPC_VALUE, offsetof(T, f), 0, #f}
 #define F_VALUES(T, f) {OPC_VALUES, offsetof(T, n_##f), offsetof(T, f), #f}
 
-#define OP(c) [MUSTER__REQUEST__OP_##c]
+/* Name and flags of a listed op. */
+#define OPS_LISTED(c, n, f) [MUSTER__REQUEST__OP_##c].name = #n, [MUSTER__REQUEST__OP_##c].flags = (f),
+/* Handler and field checks of an op. */
+#define OP(c, h, ...) [MUSTER__REQUEST__OP_##c].fn = (h), [MUSTER__REQUEST__OP_##c].fields = {__VA_ARGS__}
+#define NO_FIELDS {OPC_NONE, 0, 0, NULL}
 
 static const struct op_row ops_rows[OPS_SLOTS] = {
-    OP(SET) = {"set", kvops_set, OPF_MUTATES, {F_KEY(Muster__SetReq, key), F_VALUE(Muster__SetReq, value)}},
-    OP(GET) = {"get", kvops_get, OPF_MAY_BLOCK, {F_KEY(Muster__GetReq, key)}},
-    OP(ADD) = {"add", kvops_add, OPF_MUTATES, {F_KEY(Muster__AddReq, key)}},
-    OP(COMPARE_SET) = {"compare_set", kvops_compare_set, OPF_MUTATES,
-                       {F_KEY(Muster__CompareSetReq, key), F_VALUE(Muster__CompareSetReq, expected),
-                        F_VALUE(Muster__CompareSetReq, desired)}},
-    OP(DELETE) = {"delete", kvops_delete, OPF_MUTATES, {F_KEY(Muster__DeleteReq, key)}},
-    OP(CHECK) = {"check", kvops_check, 0, {F_KEYS(Muster__CheckReq, keys)}},
-    OP(WAIT) = {"wait", kvops_wait, OPF_MAY_BLOCK, {F_KEYS(Muster__WaitReq, keys)}},
-    OP(NUM_KEYS) = {"num_keys", kvops_num_keys, 0, {{OPC_NONE, 0, 0, NULL}}},
-    OP(MULTI_GET) = {"multi_get", kvops_multi_get, OPF_MAY_BLOCK, {F_KEYS(Muster__MultiGetReq, keys)}},
-    OP(MULTI_SET) = {"multi_set", kvops_multi_set, OPF_MUTATES,
-                     {F_KEYS(Muster__MultiSetReq, keys), F_VALUES(Muster__MultiSetReq, values)}},
-    OP(APPEND) = {"append", kvops_append, OPF_MUTATES,
-                  {F_KEY(Muster__AppendReq, key), F_VALUE(Muster__AppendReq, value)}},
-    OP(LIST) = {"list", kvops_list, 0, {F_PREFIX(Muster__ListReq, prefix), F_PREFIX(Muster__ListReq, after)}},
-    OP(PING) = {"ping", kvops_ping, OPF_BEFORE_HELLO, {F_VALUE(Muster__PingReq, payload)}},
-    OP(BARRIER) = {"barrier", barrier_op, OPF_MAY_BLOCK,
-                   {F_KEY(Muster__BarrierReq, name), F_PREFIX(Muster__BarrierReq, fetch)}},
-    OP(WATCH) = {"watch", watch_op_watch, 0, {F_PREFIX(Muster__WatchReq, prefix)}},
-    OP(UNWATCH) = {"unwatch", watch_op_unwatch, 0, {{OPC_NONE, 0, 0, NULL}}},
-    OP(RDZV_JOIN) = {"rdzv_join", rdzv_op_join, OPF_MUTATES | OPF_MAY_BLOCK,
-                     {F_PREFIX(Muster__RdzvJoinReq, node_id)}},
-    OP(RDZV_LEAVE) = {"rdzv_leave", rdzv_op_leave, OPF_MUTATES, {{OPC_NONE, 0, 0, NULL}}},
-    OP(RDZV_HEARTBEAT) = {"rdzv_heartbeat", rdzv_op_heartbeat, 0, {{OPC_NONE, 0, 0, NULL}}},
+    OPLIST(OPS_LISTED)
+    OP(SET, kvops_set, F_KEY(Muster__SetReq, key), F_VALUE(Muster__SetReq, value)),
+    OP(GET, kvops_get, F_KEY(Muster__GetReq, key)),
+    OP(ADD, kvops_add, F_KEY(Muster__AddReq, key)),
+    OP(COMPARE_SET, kvops_compare_set, F_KEY(Muster__CompareSetReq, key),
+       F_VALUE(Muster__CompareSetReq, expected), F_VALUE(Muster__CompareSetReq, desired)),
+    OP(DELETE, kvops_delete, F_KEY(Muster__DeleteReq, key)),
+    OP(CHECK, kvops_check, F_KEYS(Muster__CheckReq, keys)),
+    OP(WAIT, kvops_wait, F_KEYS(Muster__WaitReq, keys)),
+    OP(NUM_KEYS, kvops_num_keys, NO_FIELDS),
+    OP(MULTI_GET, kvops_multi_get, F_KEYS(Muster__MultiGetReq, keys)),
+    OP(MULTI_SET, kvops_multi_set, F_KEYS(Muster__MultiSetReq, keys), F_VALUES(Muster__MultiSetReq, values)),
+    OP(APPEND, kvops_append, F_KEY(Muster__AppendReq, key), F_VALUE(Muster__AppendReq, value)),
+    OP(LIST, kvops_list, F_PREFIX(Muster__ListReq, prefix), F_PREFIX(Muster__ListReq, after)),
+    OP(PING, kvops_ping, F_VALUE(Muster__PingReq, payload)),
+    OP(BARRIER, barrier_op, F_KEY(Muster__BarrierReq, name), F_PREFIX(Muster__BarrierReq, fetch)),
+    OP(WATCH, watch_op_watch, F_PREFIX(Muster__WatchReq, prefix)),
+    OP(UNWATCH, watch_op_unwatch, NO_FIELDS),
+    OP(RDZV_JOIN, rdzv_op_join, F_PREFIX(Muster__RdzvJoinReq, node_id)),
+    OP(RDZV_LEAVE, rdzv_op_leave, NO_FIELDS),
+    OP(RDZV_HEARTBEAT, rdzv_op_heartbeat, NO_FIELDS),
 };
 
 _Static_assert(OPS_SLOTS <= STATS_OP_SLOTS, "per-op counters need a slot per op case");
@@ -166,7 +169,7 @@ static void ops_unknown(struct conn *c, const Muster__Request *req)
 static int ops_check(struct conn *c, const struct op_row *r, const Muster__Request *req, char *msg, size_t n)
 {
     struct server *srv = c->srv;
-    if (!c->ns && !(r->flags & OPF_BEFORE_HELLO)) {
+    if (!c->ns && !(r->flags & OPL_BEFORE_HELLO)) {
         snprintf(msg, n, "hello required before %s", r->name);
         stats_inc(&srv->stats, STAT_UNAUTHENTICATED);
         return MUSTER__STATUS__UNAUTHENTICATED;
@@ -176,13 +179,13 @@ static int ops_check(struct conn *c, const struct op_row *r, const Muster__Reque
         stats_inc(&srv->stats, STAT_BAD_REQUEST);
         return MUSTER__STATUS__BAD_REQUEST;
     }
-    if (!(r->flags & OPF_BEFORE_HELLO) && !ha_serving(srv)) {
+    if (!(r->flags & OPL_BEFORE_HELLO) && !ha_serving(srv)) {
         /* The leader's address, for the client to follow; text with spaces when there is none. */
         const char *leader = ha_leader(srv);
         snprintf(msg, n, "%s", *leader ? leader : "no leader: etcd unreachable or without quorum");
         return MUSTER__STATUS__NOT_LEADER;
     }
-    if ((r->flags & OPF_MAY_BLOCK) && srv->draining) {
+    if ((r->flags & OPL_MAY_BLOCK) && srv->draining) {
         snprintf(msg, n, "server is shutting down");
         return MUSTER__STATUS__SHUTTING_DOWN;
     }

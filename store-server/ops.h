@@ -6,16 +6,12 @@
 #include <stdint.h>
 
 #include "muster.pb-c.h"
+#include "oplist.h"
 
 struct conn;
 
 /* Handle one request whose generic checks passed; answer through conn_reply (now or later). */
 typedef void (*op_handler)(struct conn *c, Muster__Request *req);
-
-/* Row flags. */
-#define OPF_MUTATES 0x1u      /* writes the keyspace or rendezvous state */
-#define OPF_MAY_BLOCK 0x2u    /* may park; refused SHUTTING_DOWN while draining */
-#define OPF_BEFORE_HELLO 0x4u /* answered before hello */
 
 /* What a generic field check verifies. */
 enum op_check {
@@ -40,6 +36,7 @@ struct op_field {
 /* Table slots: Request op cases are below this. */
 #define OPS_SLOTS 64
 
+/* One op: name and flags (OPL_ bits) from the op list (proto/oplist.h), handler and checks from ops.c. */
 struct op_row {
     const char *name;
     op_handler fn;

@@ -1,7 +1,8 @@
 /*
  * Unit tests of the daemon's op table (store-server/ops.c): every op case of
  * the generated Request descriptor has a row named like its proto field,
- * with a handler, and the flags say what the protocol spec says.
+ * with a handler, every op of the op list (proto/oplist.h) has its row with
+ * the list's name and flags, and the flags say what the protocol spec says.
  */
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +58,33 @@ static void t_no_stray_rows(void *unused)
     CHECK(ops_row(1000) == NULL);
 }
 
+/* Every op of the list has a row with a handler, and the row's name and flags are the list's. */
+static void t_rows_from_list(void *unused)
+{
+#define T_LISTED(c, n, f) {MUSTER__REQUEST__OP_##c, #n, (f)},
+    static const struct {
+        unsigned op;
+        const char *name;
+        unsigned flags;
+    } listed[] = {OPLIST(T_LISTED)};
+#undef T_LISTED
+    unsigned rows = 0;
+    (void)unused;
+    for (size_t i = 0; i < sizeof listed / sizeof listed[0]; i++) {
+        const struct op_row *r = ops_row(listed[i].op);
+        CHECK(r != NULL);
+        if (!r) {
+            printf("  no handler for listed op %s (%u)\n", listed[i].name, listed[i].op);
+            continue;
+        }
+        CHECK_STR(r->name, listed[i].name);
+        CHECK_EQ(r->flags, listed[i].flags);
+    }
+    for (unsigned c = 0; c < OPS_SLOTS; c++)
+        rows += ops_row(c) != NULL;
+    CHECK_EQ(rows, sizeof listed / sizeof listed[0]);
+}
+
 /* Flags follow the spec: only ping before hello; the blocking ops may block; writes mutate. */
 static void t_flags(void *unused)
 {
@@ -73,15 +101,15 @@ static void t_flags(void *unused)
     for (unsigned c = 0; c < OPS_SLOTS; c++) {
         const struct op_row *r = ops_row(c);
         if (r)
-            CHECK_EQ(!!(r->flags & OPF_BEFORE_HELLO), c == MUSTER__REQUEST__OP_PING);
+            CHECK_EQ(!!(r->flags & OPL_BEFORE_HELLO), c == MUSTER__REQUEST__OP_PING);
     }
     for (size_t i = 0; i < sizeof blocking / sizeof blocking[0]; i++)
-        CHECK(ops_row(blocking[i]) && (ops_row(blocking[i])->flags & OPF_MAY_BLOCK));
+        CHECK(ops_row(blocking[i]) && (ops_row(blocking[i])->flags & OPL_MAY_BLOCK));
     for (size_t i = 0; i < sizeof writes / sizeof writes[0]; i++)
-        CHECK(ops_row(writes[i]) && (ops_row(writes[i])->flags & OPF_MUTATES) &&
-              !(ops_row(writes[i])->flags & OPF_MAY_BLOCK));
+        CHECK(ops_row(writes[i]) && (ops_row(writes[i])->flags & OPL_MUTATES) &&
+              !(ops_row(writes[i])->flags & OPL_MAY_BLOCK));
     for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++)
-        CHECK(ops_row(reads[i]) && !(ops_row(reads[i])->flags & OPF_MUTATES));
+        CHECK(ops_row(reads[i]) && !(ops_row(reads[i])->flags & OPL_MUTATES));
 }
 
 /* Ops that name a key have a generic key check, so no handler sees an empty or oversize key. */
@@ -110,6 +138,7 @@ int main(void)
     h_init("unit-optable", 30);
     H_RUN(t_every_case_has_row, NULL);
     H_RUN(t_no_stray_rows, NULL);
+    H_RUN(t_rows_from_list, NULL);
     H_RUN(t_flags, NULL);
     H_RUN(t_key_checks, NULL);
     return h_finish();
