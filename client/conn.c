@@ -61,7 +61,7 @@ void conn_drop(muster_t *m)
     if (m->fd >= 0)
         close(m->fd);
     m->fd = -1;
-    call_reset_io(m);
+    wire_reset_io(m);
 }
 
 /* Store what the hello reply says about the server. */
@@ -111,10 +111,10 @@ static int conn_hello(muster_t *m, uint64_t deadline)
     Muster__ClientFrame f = MUSTER__CLIENT_FRAME__INIT;
     f.frame_case = MUSTER__CLIENT_FRAME__FRAME_HELLO;
     f.hello = &hello;
-    int rc = call_send_frame(m, &f, deadline);
+    int rc = wire_send_frame(m, &f, deadline);
     Muster__ServerFrame *reply = NULL;
     if (rc == MUSTER_OK)
-        rc = call_read_frame(m, deadline, CALL_MAX_HELLO_FRAME, &reply);
+        rc = wire_read_frame(m, deadline, WIRE_MAX_HELLO_FRAME, &reply);
     if (rc == MUSTER_OK) {
         rc = conn_first_frame(m, reply);
         muster__server_frame__free_unpacked(reply, NULL);
@@ -132,14 +132,14 @@ static int conn_probe(muster_t *m, uint64_t deadline)
     req.num_keys = &op;
     uint64_t id = 0;
     Muster__Response *resp = NULL;
-    int rc = call_queue(m, &req, &id);
+    int rc = wire_queue(m, &req, &id);
     if (rc == MUSTER_OK)
-        rc = call_flush(m, deadline);
+        rc = wire_flush(m, deadline);
     if (rc == MUSTER_OK)
-        rc = call_wait(m, id, deadline, &resp);
+        rc = wire_wait(m, id, deadline, &resp);
     if (rc == MUSTER_OK)
-        rc = call_check(m, resp, req.op_case);
-    call_free(resp);
+        rc = wire_check(m, resp, req.op_case);
+    wire_free(resp);
     if (rc == MUSTER_ENOTLEADER)
         m->has_redirect = url_parse_endpoint(m->last_error, &m->redirect) == 0;
     return rc;
@@ -303,7 +303,7 @@ void muster_close(muster_t *m)
     if (!m)
         return;
     conn_drop(m);
-    call_clear(m);
+    wire_clear(m);
     event_clear(m);
     event_watch_clear(m);
     free(m);

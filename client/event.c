@@ -85,11 +85,11 @@ int event_watch_restore(muster_t *m, uint64_t deadline)
         req.op_case = MUSTER__REQUEST__OP_WATCH;
         req.watch = &op;
         Muster__Response *resp;
-        int rc = call_once(m, &req, &resp, deadline);
+        int rc = wire_once(m, &req, &resp, deadline);
         if (rc != MUSTER_OK)
             return rc;
         m->watches[i].server_id = resp->watch->watch_id;
-        call_free(resp);
+        wire_free(resp);
     }
     return MUSTER_OK;
 }
@@ -273,7 +273,7 @@ int muster_next_event(muster_t *m, muster_event **ev, uint32_t timeout_ms)
         }
         /* A broken handle still hands out what it read before it broke
          * (a shutdown notice typically arrives just before the close). */
-        int rc = call_pump(m, deadline, timeout_ms > 0);
+        int rc = wire_pump(m, deadline, timeout_ms > 0);
         if (!m->ev_head)
             return rc == MUSTER_OK ? MUSTER_ETIMEDOUT : rc;
     }
@@ -326,7 +326,7 @@ int muster_watch(muster_t *m, const char *prefix, uint64_t *watch_id, uint32_t t
     }
     if (rc == MUSTER_OK && watch_id)
         *watch_id = id;
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -339,8 +339,8 @@ static int event_unwatch_once(muster_t *m, uint64_t sid, uint64_t deadline)
     req.op_case = MUSTER__REQUEST__OP_UNWATCH;
     req.unwatch = &op;
     Muster__Response *resp;
-    int rc = call_once(m, &req, &resp, deadline);
-    call_free(resp);
+    int rc = wire_once(m, &req, &resp, deadline);
+    wire_free(resp);
     return rc;
 }
 

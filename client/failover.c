@@ -85,7 +85,7 @@ int failover_ready(muster_t *m, uint64_t deadline)
     /* A leader that died while the handle was idle shows as a readable EOF:
      * find out now, before an op is sent into a dead connection. */
     if (!m->broken)
-        call_pump(m, 0, 0);
+        wire_pump(m, 0, 0);
     for (unsigned i = 0; m->broken && i < FAILOVER_MAX_RESENDS; i++) {
         if (!failover_lost(m) && m->broken != MUSTER_ETIMEDOUT)
             return error_set(m, MUSTER_ECONN, "connection unusable after an earlier error (%s)",
@@ -141,7 +141,7 @@ int failover_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uin
             return rc;
         if (sent > 0)
             failover_set_timeout(req, deadline);
-        rc = call_once(m, req, resp, deadline);
+        rc = wire_once(m, req, resp, deadline);
         if (rc == MUSTER_ENOTLEADER && !m->broken)
             failover_redirect(m, m->last_error);
         else if (!failover_lost(m))

@@ -6,11 +6,11 @@
  * that arrived for requests nobody is waiting on yet (pipelining and
  * out-of-order blocking ops), and a FIFO of pushed events.
  *
- * Calling pattern for an op (kv.c, rdzv.c):
+ * Calling pattern for an op (kv.c, rdzv.c, watch.c):
  *     Muster__Request req = MUSTER__REQUEST__INIT;  ...fill the op...
  *     Muster__Response *resp;
  *     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
- *     if (rc == MUSTER_OK) { ...read resp->...; call_free(resp); }
+ *     if (rc == MUSTER_OK) { ...read resp->...; wire_free(resp); }
  * call_run assigns the id, sends, waits for that id's response, maps a
  * non-OK status to its muster_err (keeping the server's message for
  * muster_last_error) and checks the result case matches the op.
@@ -34,9 +34,9 @@
 #define CALL_DEFAULT_TIMEOUT_MS 30000u
 /* Largest server frame accepted after the hello; a reply this large means a
  * confused peer, not a real answer (values are capped far lower). */
-#define CALL_MAX_FRAME (256u << 20)
+#define WIRE_MAX_FRAME (256u << 20)
 /* Largest frame accepted before the hello reply (which is tiny). */
-#define CALL_MAX_HELLO_FRAME (64u << 10)
+#define WIRE_MAX_HELLO_FRAME (64u << 10)
 /* Most events queued before the oldest are dropped (see event.c). */
 #define EVENT_QUEUE_MAX 65536u
 
@@ -178,40 +178,43 @@ int failover_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uin
 /* Set the server-side timeout of a blocking op to what is left before deadline. */
 void failover_set_timeout(Muster__Request *req, uint64_t deadline);
 
+/* ---------------------------------------------------------------- wire.c */
+
+/* Send req once and wait for its response before deadline (no failover). */
+int wire_once(muster_t *m, Muster__Request *req, Muster__Response **resp, uint64_t deadline);
+/* Assign req the next id (into *id) and append its frame to the output
+ * buffer; MUSTER_ELIMIT when it exceeds the server's frame limit. */
+int wire_queue(muster_t *m, Muster__Request *req, uint64_t *id);
+/* Write the whole output buffer before deadline, reading (and stashing)
+ * whatever the server sends meanwhile so neither side stalls. */
+int wire_flush(muster_t *m, uint64_t deadline);
+/* Wait before deadline for the response to id; *resp is caller-owned (wire_free). */
+int wire_wait(muster_t *m, uint64_t id, uint64_t deadline, Muster__Response **resp);
+/* Map resp's status to a muster_err, recording the server's message; checks
+ * an OK result's case against op. */
+int wire_check(muster_t *m, const Muster__Response *resp, Muster__Request__OpCase op);
+/* Drop a stashed response for id, if any (abandoned pipelined requests). */
+void wire_forget(muster_t *m, uint64_t id);
+/* Read what the socket has (waiting until deadline for at least one frame
+ * when block != 0) and dispatch complete frames; returns a muster_err. */
+int wire_pump(muster_t *m, uint64_t deadline, int block);
+/* Write a ClientFrame (the hello) straight to the socket before deadline. */
+int wire_send_frame(muster_t *m, const Muster__ClientFrame *frame, uint64_t deadline);
+/* Read the next ServerFrame before deadline, no dispatch (for the hello reply). */
+int wire_read_frame(muster_t *m, uint64_t deadline, size_t cap, Muster__ServerFrame **out);
+/* Free a response returned by call_run, wire_once or wire_wait; NULL is a no-op. */
+void wire_free(Muster__Response *resp);
+/* Forget unsent and half-read bytes (a connection that is gone); the stash stays. */
+void wire_reset_io(muster_t *m);
+/* Free the handle's buffers and stashed responses. */
+void wire_clear(muster_t *m);
+
 /* ---------------------------------------------------------------- call.c */
 
 /* The effective timeout for a call: timeout_ms, or the handle default for 0. */
 uint32_t call_timeout(const muster_t *m, uint32_t timeout_ms);
 /* Send req and wait for its response; see the top of this file. */
 int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_t timeout_ms);
-/* Send req once and wait for its response before deadline (no failover). */
-int call_once(muster_t *m, Muster__Request *req, Muster__Response **resp, uint64_t deadline);
-/* Assign req the next id (into *id) and append its frame to the output
- * buffer; MUSTER_ELIMIT when it exceeds the server's frame limit. */
-int call_queue(muster_t *m, Muster__Request *req, uint64_t *id);
-/* Write the whole output buffer before deadline, reading (and stashing)
- * whatever the server sends meanwhile so neither side stalls. */
-int call_flush(muster_t *m, uint64_t deadline);
-/* Wait before deadline for the response to id; *resp is caller-owned (call_free). */
-int call_wait(muster_t *m, uint64_t id, uint64_t deadline, Muster__Response **resp);
-/* Map resp's status to a muster_err, recording the server's message; checks
- * an OK result's case against op. */
-int call_check(muster_t *m, const Muster__Response *resp, Muster__Request__OpCase op);
-/* Drop a stashed response for id, if any (abandoned pipelined requests). */
-void call_forget(muster_t *m, uint64_t id);
-/* Read what the socket has (waiting until deadline for at least one frame
- * when block != 0) and dispatch complete frames; returns a muster_err. */
-int call_pump(muster_t *m, uint64_t deadline, int block);
-/* Write a ClientFrame (the hello) straight to the socket before deadline. */
-int call_send_frame(muster_t *m, const Muster__ClientFrame *frame, uint64_t deadline);
-/* Read the next ServerFrame before deadline, no dispatch (for the hello reply). */
-int call_read_frame(muster_t *m, uint64_t deadline, size_t cap, Muster__ServerFrame **out);
-/* Free a response returned by call_run / call_wait; NULL is a no-op. */
-void call_free(Muster__Response *resp);
-/* Forget unsent and half-read bytes (a connection that is gone); the stash stays. */
-void call_reset_io(muster_t *m);
-/* Free the handle's buffers and stashed responses. */
-void call_clear(muster_t *m);
 
 /* --------------------------------------------------------------- event.c */
 

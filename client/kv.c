@@ -53,7 +53,7 @@ int muster_set(muster_t *m, const char *key, const void *value, size_t len, uint
     req.set = &op;
     Muster__Response *resp;
     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -79,7 +79,7 @@ int muster_get(muster_t *m, const char *key, int wait, uint32_t timeout_ms, void
         if (!*value)
             rc = error_set(m, MUSTER_ENOMEM, "out of memory copying a value");
     }
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -98,7 +98,7 @@ int muster_add(muster_t *m, const char *key, int64_t delta, int64_t *result, uin
     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
     if (rc == MUSTER_OK && result)
         *result = resp->add->value;
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -128,7 +128,7 @@ int muster_compare_set(muster_t *m, const char *key, const void *expected, size_
                 rc = error_set(m, MUSTER_ENOMEM, "out of memory copying a value");
         }
     }
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -151,7 +151,7 @@ int muster_delete(muster_t *m, const char *key, int *deleted, uint32_t timeout_m
         rc = MUSTER_OK;
     if (rc == MUSTER_OK && deleted)
         *deleted = existed;
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -170,7 +170,7 @@ int muster_check(muster_t *m, const char *const *keys, size_t n, int *present, u
     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
     if (rc == MUSTER_OK)
         *present = resp->check->all_present;
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -189,7 +189,7 @@ int muster_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout
     req.wait = &op;
     Muster__Response *resp;
     int rc = call_run(m, &req, &resp, t);
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -206,7 +206,7 @@ int muster_num_keys(muster_t *m, uint64_t *count, uint32_t timeout_ms)
     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
     if (rc == MUSTER_OK)
         *count = resp->num_keys->count;
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -247,7 +247,7 @@ int muster_multi_get(muster_t *m, const char *const *keys, size_t n, int wait, v
                        resp->multi_get->n_values);
     if (rc == MUSTER_OK && kv_copy_values(resp->multi_get->values, n, values, lens) != MUSTER_OK)
         rc = error_set(m, MUSTER_ENOMEM, "out of memory copying values");
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -272,7 +272,7 @@ int muster_multi_set(muster_t *m, const char *const *keys, const void *const *va
     req.multi_set = &op;
     Muster__Response *resp;
     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
-    call_free(resp);
+    wire_free(resp);
     free(vals);
     return rc;
 }
@@ -293,7 +293,7 @@ int muster_append(muster_t *m, const char *key, const void *value, size_t len, u
     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
     if (rc == MUSTER_OK && length)
         *length = resp->append->length;
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -334,7 +334,7 @@ int muster_list(muster_t *m, const char *prefix, const char *after, uint32_t lim
         rc = error_set(m, MUSTER_ENOMEM, "out of memory copying keys");
     if (rc == MUSTER_OK && more)
         *more = resp->list->more;
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -358,7 +358,7 @@ int muster_ping(muster_t *m, uint64_t *rtt_us, uint32_t timeout_ms)
         rc = error_set(m, MUSTER_EPROTO, "ping answered with a different payload");
     if (rc == MUSTER_OK && rtt_us)
         *rtt_us = deadline_now_us() - start;
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }
 
@@ -396,6 +396,6 @@ int muster_barrier_fetch(muster_t *m, const char *name, uint32_t count, const ch
         if (!*value)
             rc = error_set(m, MUSTER_ENOMEM, "out of memory copying a value");
     }
-    call_free(resp);
+    wire_free(resp);
     return rc;
 }

@@ -61,10 +61,10 @@ void muster_pipeline_destroy(muster_pipeline *p)
     for (size_t i = 0; i < p->n; i++) {
         free(p->ops[i].key);
         free(p->ops[i].value);
-        call_free(p->ops[i].resp);
+        wire_free(p->ops[i].resp);
         /* An answer that arrived after a failed run must not linger. */
         if (p->ops[i].id && !p->ops[i].resp)
-            call_forget(p->m, p->ops[i].id);
+            wire_forget(p->m, p->ops[i].id);
     }
     free(p->ops);
     free(p);
@@ -156,7 +156,7 @@ static int pipe_queue(muster_t *m, struct pipe_op *o)
         del.key = o->key;
         req.delete_ = &del;
     }
-    return call_queue(m, &req, &o->id);
+    return wire_queue(m, &req, &o->id);
 }
 
 /* Whether op o still waits for an answer it can use. */
@@ -183,14 +183,14 @@ static int pipe_exchange(muster_pipeline *p, uint64_t deadline)
                 p->ops[i].id = 0;
     }
     if (rc == MUSTER_OK)
-        rc = call_flush(m, deadline);
+        rc = wire_flush(m, deadline);
     for (size_t i = 0; i < p->n && rc == MUSTER_OK; i++) {
         struct pipe_op *o = &p->ops[i];
         if (!pipe_pending(o))
             continue;
-        rc = call_wait(m, o->id, deadline, &o->resp);
+        rc = wire_wait(m, o->id, deadline, &o->resp);
         if (rc == MUSTER_OK)
-            o->status = call_check(m, o->resp, o->op);
+            o->status = wire_check(m, o->resp, o->op);
     }
     return rc;
 }
@@ -206,7 +206,7 @@ static size_t pipe_settle(muster_pipeline *p, char *leader, size_t n)
         struct pipe_op *o = &p->ops[i];
         if (o->resp && o->status == MUSTER_ENOTLEADER) {
             snprintf(leader, n, "%s", o->resp->error_message);
-            call_free(o->resp);
+            wire_free(o->resp);
             o->resp = NULL;
         } else if (!o->resp && lost && !failover_idempotent(o->op)) {
             o->lost = 1;

@@ -95,7 +95,7 @@ MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muste
         rc = error_set(m, MUSTER_EPROTO, "join answered without an assignment");
     else
         rc = rdzv_convert(m, resp->rdzv_join->assignment, out);
-    call_free(resp);
+    wire_free(resp);
     if (rc == MUSTER_OK)
         rdzv_remember(m, *out);
     return rc;
@@ -118,7 +118,7 @@ MUSTER_API int muster_rdzv_heartbeat(muster_t *m, uint64_t generation, uint32_t 
     Muster__Response *resp;
     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
     if (rc == MUSTER_OK)
-        call_free(resp);
+        wire_free(resp);
     return rc;
 }
 
@@ -142,7 +142,7 @@ static int rdzv_leave_as(muster_t *m, int finished, uint32_t timeout_ms)
     Muster__Response *resp;
     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
     if (rc == MUSTER_OK)
-        call_free(resp);
+        wire_free(resp);
     if (rc == MUSTER_OK || rc == MUSTER_ENOTMEMBER)
         m->rdzv_member = m->rdzv_lost = 0;
     return rc;
