@@ -1,7 +1,7 @@
 /*
- * Pushed events: watch notifications, rendezvous membership changes and
- * shutdown notices, queued FIFO as they are read (during any call) and
- * handed out by muster_next_event.
+ * The event queue: watch notifications, rendezvous membership changes and
+ * shutdown notices, queued FIFO as the wire reads them (during any call)
+ * and handed out, converted, by muster_next_event (watch.c).
  *
  * The queue is bounded (EVENT_QUEUE_MAX): a caller that watches a busy
  * prefix and never reads must not grow the process without limit.  When it
@@ -9,9 +9,11 @@
  * since the newest state is the one a watcher acts on.
  *
  * A failover handle (see failover.c) outlives its connections, so it keeps
- * its watches here and registers them again after a reconnect.  The server
- * numbers watches per connection; the caller keeps the ids it was given,
- * and events are renumbered from the server's id as they are queued.
+ * a record of its watches here, which failover.c registers again after a
+ * reconnect.  The server numbers watches per connection; the caller keeps
+ * the ids it was given, and events are renumbered from the server's id as
+ * they are queued.  This file calls nothing above the log and error
+ * helpers: the wire below it pushes into it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +24,6 @@
 struct event_node {
     Muster__Event *ev;
     struct event_node *next;
-};
-
-/* A watch the caller holds on a failover handle. */
-struct watch_reg {
-    char *prefix;
-    uint64_t id;          /* as the caller knows it */
-    uint64_t server_id;   /* as the current connection knows it */
 };
 
 /* The record for the caller's watch id, or NULL. */
@@ -58,6 +53,12 @@ int event_watch_add(muster_t *m, const char *prefix, uint64_t id)
     return MUSTER_OK;
 }
 
+/* Whether the caller's watch id is recorded on m. */
+int event_watch_known(const muster_t *m, uint64_t id)
+{
+    return event_watch_find(m, id) != NULL;
+}
+
 /* The server's current id for the caller's watch id (itself when unknown). */
 uint64_t event_watch_server_id(const muster_t *m, uint64_t id)
 {
@@ -73,25 +74,6 @@ void event_watch_remove(muster_t *m, uint64_t id)
         return;
     free(w->prefix);
     *w = m->watches[--m->n_watches];
-}
-
-/* Register every recorded watch again on a new connection before deadline. */
-int event_watch_restore(muster_t *m, uint64_t deadline)
-{
-    for (size_t i = 0; i < m->n_watches; i++) {
-        Muster__WatchReq op = MUSTER__WATCH_REQ__INIT;
-        op.prefix = m->watches[i].prefix;
-        Muster__Request req = MUSTER__REQUEST__INIT;
-        req.op_case = MUSTER__REQUEST__OP_WATCH;
-        req.watch = &op;
-        Muster__Response *resp;
-        int rc = wire_once(m, &req, &resp, deadline);
-        if (rc != MUSTER_OK)
-            return rc;
-        m->watches[i].server_id = resp->watch->watch_id;
-        wire_free(resp);
-    }
-    return MUSTER_OK;
 }
 
 /* Free the watch records. */
@@ -257,26 +239,10 @@ static muster_event *event_convert(const Muster__Event *ev)
     return e;
 }
 
-/* Next pushed event, waiting up to timeout_ms (0 = do not wait). */
-int muster_next_event(muster_t *m, muster_event **ev, uint32_t timeout_ms)
+/* Hand the oldest queued event (there must be one) to the caller as *ev
+ * and drop it from the queue; MUSTER_ENOMEM leaves it queued. */
+int event_take(muster_t *m, muster_event **ev)
 {
-    if (!m || !ev)
-        return MUSTER_EINVAL;
-    *ev = NULL;
-    if (!m->ev_head) {
-        uint64_t deadline = deadline_after(timeout_ms);
-        /* A failover handle reconnects (and watches again) to wait for events. */
-        if (m->url.failover && timeout_ms > 0) {
-            int rc = failover_ready(m, deadline);
-            if (rc != MUSTER_OK && !m->ev_head)
-                return rc;
-        }
-        /* A broken handle still hands out what it read before it broke
-         * (a shutdown notice typically arrives just before the close). */
-        int rc = wire_pump(m, deadline, timeout_ms > 0);
-        if (!m->ev_head)
-            return rc == MUSTER_OK ? MUSTER_ETIMEDOUT : rc;
-    }
     muster_event *e = event_convert(m->ev_head->ev);
     if (!e)
         return error_set(m, MUSTER_ENOMEM, "out of memory converting an event");
@@ -305,74 +271,3 @@ uint64_t muster_events_dropped(const muster_t *m)
     return m ? m->ev_dropped : 0;
 }
 
-/* Watch keys with prefix; events arrive through muster_next_event(). */
-int muster_watch(muster_t *m, const char *prefix, uint64_t *watch_id, uint32_t timeout_ms)
-{
-    if (!m || !prefix)
-        return MUSTER_EINVAL;
-    Muster__WatchReq op = MUSTER__WATCH_REQ__INIT;
-    op.prefix = (char *)prefix;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_WATCH;
-    req.watch = &op;
-    Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
-    uint64_t id = rc == MUSTER_OK ? resp->watch->watch_id : 0;
-    if (rc == MUSTER_OK && m->url.failover) {
-        rc = event_watch_add(m, prefix, id);
-        id = m->watch_seq;
-        if (rc != MUSTER_OK)
-            error_set(m, rc, "out of memory recording a watch");
-    }
-    if (rc == MUSTER_OK && watch_id)
-        *watch_id = id;
-    wire_free(resp);
-    return rc;
-}
-
-/* Send one unwatch for the server's id sid before deadline. */
-static int event_unwatch_once(muster_t *m, uint64_t sid, uint64_t deadline)
-{
-    Muster__UnwatchReq op = MUSTER__UNWATCH_REQ__INIT;
-    op.watch_id = sid;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_UNWATCH;
-    req.unwatch = &op;
-    Muster__Response *resp;
-    int rc = wire_once(m, &req, &resp, deadline);
-    wire_free(resp);
-    return rc;
-}
-
-/* Stop a watch on a failover handle: it is forgotten first, so a reconnect
- * does not bring it back, and a watch that died with its connection is gone. */
-static int event_unwatch_failover(muster_t *m, uint64_t watch_id, uint64_t deadline)
-{
-    if (!event_watch_find(m, watch_id))
-        return error_set(m, MUSTER_ENOTFOUND, "no watch %llu on this handle", (unsigned long long)watch_id);
-    uint64_t sid = event_watch_server_id(m, watch_id), gen = m->conn_gen;
-    event_watch_remove(m, watch_id);
-    int rc = failover_ready(m, deadline);
-    if (rc != MUSTER_OK || gen != m->conn_gen)
-        return rc;
-    rc = event_unwatch_once(m, sid, deadline);
-    if (failover_lost(m))
-        return MUSTER_OK;
-    if (rc == MUSTER_ENOTLEADER && !m->broken)
-        failover_redirect(m, m->last_error);
-    return rc == MUSTER_ENOTLEADER ? MUSTER_OK : rc;
-}
-
-/* Stop a watch. */
-int muster_unwatch(muster_t *m, uint64_t watch_id, uint32_t timeout_ms)
-{
-    if (!m)
-        return MUSTER_EINVAL;
-    uint64_t deadline = deadline_after((uint64_t)call_timeout(m, timeout_ms) + CALL_GRACE_MS);
-    if (m->url.failover)
-        return event_unwatch_failover(m, watch_id, deadline);
-    if (m->broken)
-        return error_set(m, MUSTER_ECONN, "connection unusable after an earlier error (%s)",
-                         muster_strerror(m->broken));
-    return event_unwatch_once(m, watch_id, deadline);
-}

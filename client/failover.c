@@ -61,6 +61,25 @@ static void failover_end_membership(muster_t *m)
     event_push_lost(m, m->rdzv_generation, m->rdzv_node);
 }
 
+/* Register every recorded watch again on a new connection before deadline. */
+static int failover_restore_watches(muster_t *m, uint64_t deadline)
+{
+    for (size_t i = 0; i < m->n_watches; i++) {
+        Muster__WatchReq op = MUSTER__WATCH_REQ__INIT;
+        op.prefix = m->watches[i].prefix;
+        Muster__Request req = MUSTER__REQUEST__INIT;
+        req.op_case = MUSTER__REQUEST__OP_WATCH;
+        req.watch = &op;
+        Muster__Response *resp;
+        int rc = wire_once(m, &req, &resp, deadline);
+        if (rc != MUSTER_OK)
+            return rc;
+        m->watches[i].server_id = resp->watch->watch_id;
+        wire_free(resp);
+    }
+    return MUSTER_OK;
+}
+
 /* Reconnect a lost handle and restore what the server tied to the old connection. */
 static int failover_reconnect(muster_t *m, uint64_t deadline)
 {
@@ -75,7 +94,7 @@ static int failover_reconnect(muster_t *m, uint64_t deadline)
      * dropped count is how a watcher learns it missed some. */
     if (m->n_watches > 0)
         m->ev_dropped++;
-    return event_watch_restore(m, deadline);
+    return failover_restore_watches(m, deadline);
 }
 
 /* Before a call on a failover handle: notice a closed socket, reconnect a

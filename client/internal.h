@@ -14,6 +14,20 @@
  * call_run assigns the id, sends, waits for that id's response, maps a
  * non-OK status to its muster_err (keeping the server's message for
  * muster_last_error) and checks the result case matches the op.
+ *
+ * Layers, lowest first; each file calls only files of the layers before
+ * it, so no file depends on one that depends on it (tests/check_layers.sh
+ * checks the built objects):
+ *     deadline.c log.c url.c   clocks, the log callback, URL parsing
+ *     error.c                  recording errors on the handle
+ *     sock.c < tls.c           the socket, and TLS over it
+ *     event.c                  the event queue and the watch records
+ *     wire.c                   frames, pump, stash, one request on the wire
+ *     conn.c                   connect, hello, close; the handle's accessors
+ *     failover.c               reconnect, re-send, restore watches
+ *     call.c                   call_run: wire or failover
+ *     kv.c rdzv.c pipeline.c watch.c   the public calls
+ * The sections below follow that order.
  */
 #ifndef MUSTER_CLIENT_INTERNAL_H
 #define MUSTER_CLIENT_INTERNAL_H
@@ -49,7 +63,13 @@
 
 struct stash_entry;
 struct event_node;
-struct watch_reg;
+
+/* A watch the caller holds on a failover handle (event.c keeps them, failover.c restores them). */
+struct watch_reg {
+    char *prefix;
+    uint64_t id;          /* as the caller knows it */
+    uint64_t server_id;   /* as the current connection knows it */
+};
 
 /* Limits announced by the server in its hello reply. */
 struct conn_limits {
@@ -127,6 +147,25 @@ uint64_t deadline_after(uint64_t ms);
 /* Milliseconds left before deadline d (0 when passed), capped to int range for poll(). */
 int deadline_left(uint64_t d);
 
+/* ----------------------------------------------------------------- log.c */
+
+/* Send a formatted diagnostic to the handle's log callback, if any. */
+void log_emit(const muster_t *m, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* --------------------------------------------------------------- error.c */
+
+/* Record a failure on m (message for muster_last_error) and return code. */
+int error_set(muster_t *m, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Mark m unusable with code (and a message); returns code. */
+int error_break(muster_t *m, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Map a wire status to a muster_err (unknown statuses become MUSTER_EPROTO). */
+int error_from_status(int status);
+
+/* ----------------------------------------------------------------- url.c */
+
+/* Parse a NUL-terminated "HOST:PORT" or "[V6]:PORT" (a leader's address) into *e; 0 or -1. */
+int url_parse_endpoint(const char *text, muster_endpoint *e);
+
 /* ---------------------------------------------------------------- sock.c */
 
 /* Resolve host:port and connect to the first address that answers, before
@@ -148,35 +187,27 @@ ssize_t tls_send(muster_t *m, const void *buf, size_t n);
 /* sock_wait for m's socket, answering POLLIN at once while TLS holds decrypted bytes. */
 int tls_wait(muster_t *m, short events, uint64_t deadline);
 
-/* ----------------------------------------------------------------- url.c */
+/* --------------------------------------------------------------- event.c */
 
-/* Parse a NUL-terminated "HOST:PORT" or "[V6]:PORT" (a leader's address) into *e; 0 or -1. */
-int url_parse_endpoint(const char *text, muster_endpoint *e);
-
-/* ---------------------------------------------------------------- conn.c */
-
-/* Connect and say hello before deadline, trying the URL's endpoints (and
- * redirects) with backoff; the socket only, stash and events are kept. */
-int conn_establish(muster_t *m, uint64_t deadline);
-/* Close the socket and forget unsent and half-read bytes (not the stash or events). */
-void conn_drop(muster_t *m);
-
-/* ------------------------------------------------------------ failover.c */
-
-/* Whether op may be sent again after the connection carrying it was lost. */
-int failover_idempotent(Muster__Request__OpCase op);
-/* Whether m lost its connection (or was redirected) in a way failover repairs. */
-int failover_lost(const muster_t *m);
-/* Remember a NOT_LEADER answer's leader address and drop the connection to go there. */
-void failover_redirect(muster_t *m, const char *leader);
-/* Before a call on a failover handle: notice a closed socket, reconnect a
- * lost connection, and restore watches and membership state; a muster_err. */
-int failover_ready(muster_t *m, uint64_t deadline);
-/* call_run for a failover handle: reconnect, follow the leader and send
- * again what is safe to send again, all before deadline. */
-int failover_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint64_t deadline);
-/* Set the server-side timeout of a blocking op to what is left before deadline. */
-void failover_set_timeout(Muster__Request *req, uint64_t deadline);
+/* Queue a pushed event (takes ownership of ev). */
+void event_push(muster_t *m, Muster__Event *ev);
+/* Free every queued event. */
+void event_clear(muster_t *m);
+/* Record a watch the server registered (id as the caller knows it); a muster_err. */
+int event_watch_add(muster_t *m, const char *prefix, uint64_t id);
+/* The server's current id for the caller's watch id (itself when unknown). */
+uint64_t event_watch_server_id(const muster_t *m, uint64_t id);
+/* Whether the caller's watch id is recorded on m. */
+int event_watch_known(const muster_t *m, uint64_t id);
+/* Forget the caller's watch id. */
+void event_watch_remove(muster_t *m, uint64_t id);
+/* Free the watch records. */
+void event_watch_clear(muster_t *m);
+/* Queue a MEMBER_LOST event for this handle's own membership (after a reconnect). */
+void event_push_lost(muster_t *m, uint64_t generation, const char *node_id);
+/* Hand the oldest queued event (there must be one) to the caller as *ev
+ * and drop it from the queue; MUSTER_ENOMEM leaves it queued. */
+int event_take(muster_t *m, muster_event **ev);
 
 /* ---------------------------------------------------------------- wire.c */
 
@@ -209,44 +240,36 @@ void wire_reset_io(muster_t *m);
 /* Free the handle's buffers and stashed responses. */
 void wire_clear(muster_t *m);
 
+/* ---------------------------------------------------------------- conn.c */
+
+/* Connect and say hello before deadline, trying the URL's endpoints (and
+ * redirects) with backoff; the socket only, stash and events are kept. */
+int conn_establish(muster_t *m, uint64_t deadline);
+/* Close the socket and forget unsent and half-read bytes (not the stash or events). */
+void conn_drop(muster_t *m);
+
+/* ------------------------------------------------------------ failover.c */
+
+/* Whether op may be sent again after the connection carrying it was lost. */
+int failover_idempotent(Muster__Request__OpCase op);
+/* Whether m lost its connection (or was redirected) in a way failover repairs. */
+int failover_lost(const muster_t *m);
+/* Remember a NOT_LEADER answer's leader address and drop the connection to go there. */
+void failover_redirect(muster_t *m, const char *leader);
+/* Before a call on a failover handle: notice a closed socket, reconnect a
+ * lost connection, and restore watches and membership state; a muster_err. */
+int failover_ready(muster_t *m, uint64_t deadline);
+/* call_run for a failover handle: reconnect, follow the leader and send
+ * again what is safe to send again, all before deadline. */
+int failover_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint64_t deadline);
+/* Set the server-side timeout of a blocking op to what is left before deadline. */
+void failover_set_timeout(Muster__Request *req, uint64_t deadline);
+
 /* ---------------------------------------------------------------- call.c */
 
 /* The effective timeout for a call: timeout_ms, or the handle default for 0. */
 uint32_t call_timeout(const muster_t *m, uint32_t timeout_ms);
 /* Send req and wait for its response; see the top of this file. */
 int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_t timeout_ms);
-
-/* --------------------------------------------------------------- event.c */
-
-/* Queue a pushed event (takes ownership of ev). */
-void event_push(muster_t *m, Muster__Event *ev);
-/* Free every queued event. */
-void event_clear(muster_t *m);
-/* Record a watch the server registered (id as the caller knows it); a muster_err. */
-int event_watch_add(muster_t *m, const char *prefix, uint64_t id);
-/* The server's current id for the caller's watch id (itself when unknown). */
-uint64_t event_watch_server_id(const muster_t *m, uint64_t id);
-/* Forget the caller's watch id. */
-void event_watch_remove(muster_t *m, uint64_t id);
-/* Register every recorded watch again on a new connection before deadline. */
-int event_watch_restore(muster_t *m, uint64_t deadline);
-/* Free the watch records. */
-void event_watch_clear(muster_t *m);
-/* Queue a MEMBER_LOST event for this handle's own membership (after a reconnect). */
-void event_push_lost(muster_t *m, uint64_t generation, const char *node_id);
-
-/* --------------------------------------------------------------- error.c */
-
-/* Record a failure on m (message for muster_last_error) and return code. */
-int error_set(muster_t *m, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Mark m unusable with code (and a message); returns code. */
-int error_break(muster_t *m, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Map a wire status to a muster_err (unknown statuses become MUSTER_EPROTO). */
-int error_from_status(int status);
-
-/* ----------------------------------------------------------------- log.c */
-
-/* Send a formatted diagnostic to the handle's log callback, if any. */
-void log_emit(const muster_t *m, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif
