@@ -7,17 +7,14 @@
 
 #include <string.h>
 
-/* Keeps the last line libmuster logged while connecting (GIL not held). */
-typedef struct {
-    char line[CORE_DETAIL_MAX];
-} conn_log;
-
-/* Log callback: remember warnings and errors, for a failed connect's detail. */
+/* Log callback: remember warnings and errors, for a failed connect's
+ * detail.  It runs without the GIL, from the thread holding the Conn's lock
+ * (or connecting it), so the line needs no lock of its own. */
 static void conn_log_fn(void *arg, int level, const char *msg)
 {
-    conn_log *log = arg;
+    ConnObject *c = arg;
     if (level <= MUSTER_LOG_WARN)
-        snprintf(log->line, sizeof log->line, "%s", msg);
+        snprintf(c->log_line, sizeof c->log_line, "%s", msg);
 }
 
 /* Conn(url, connect_timeout_ms, default_timeout_ms, name): connect or raise. */
@@ -32,20 +29,20 @@ static int conn_init(ConnObject *c, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "Conn is already connected");
         return -1;
     }
-    conn_log log = {""};
+    c->log_line[0] = '\0';
     muster_opts opts;
     memset(&opts, 0, sizeof opts);
     opts.connect_timeout_ms = connect_ms;
     opts.default_timeout_ms = default_ms;
     opts.client_name = name;
     opts.log_fn = conn_log_fn;
-    opts.log_arg = &log;
+    opts.log_arg = c;
     int err = MUSTER_OK;
     muster_t *m;
     Py_BEGIN_ALLOW_THREADS m = muster_connect_opts(url, &opts, &err);
     Py_END_ALLOW_THREADS if (!m)
     {
-        core_raise(err, log.line);
+        core_raise(err, c->log_line);
         return -1;
     }
     c->m = m;

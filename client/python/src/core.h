@@ -24,6 +24,9 @@ typedef struct {
     PyObject_HEAD
     muster_t *m;
     PyThread_type_lock lock;
+    /* The last warning libmuster logged: the handle keeps its log callback
+     * for life, so the line lives here, not on conn_init's stack. */
+    char log_line[CORE_DETAIL_MAX];
 } ConnObject;
 
 extern PyTypeObject Conn_Type;
