@@ -286,6 +286,21 @@ int wire_flush(muster_t *m, uint64_t deadline)
     return wire_write_out(m, deadline, 1);
 }
 
+/* Wait before deadline for input and read it; id names the awaited reply
+ * in the timeout's message (0: the hello reply). */
+static int wire_await(muster_t *m, uint64_t deadline, uint64_t id)
+{
+    int rev = tls_wait(m, POLLIN, deadline);
+    if (rev == 0 && id)
+        return error_break(m, MUSTER_ETIMEDOUT, "no reply to request %llu before the client deadline",
+                           (unsigned long long)id);
+    if (rev == 0)
+        return error_break(m, MUSTER_ETIMEDOUT, "no hello reply before the deadline");
+    if (rev < 0)
+        return error_break(m, MUSTER_ECONN, "poll failed: %s", strerror(errno));
+    return wire_read_some(m);
+}
+
 /* Wait before deadline for the response to id; *resp is caller-owned (wire_free). */
 int wire_wait(muster_t *m, uint64_t id, uint64_t deadline, Muster__Response **resp)
 {
@@ -300,13 +315,7 @@ int wire_wait(muster_t *m, uint64_t id, uint64_t deadline, Muster__Response **re
             return MUSTER_OK;
         if (rc < 0)
             return -rc;
-        int rev = tls_wait(m, POLLIN, deadline);
-        if (rev == 0)
-            return error_break(m, MUSTER_ETIMEDOUT, "no reply to request %llu before the client deadline",
-                               (unsigned long long)id);
-        if (rev < 0)
-            return error_break(m, MUSTER_ECONN, "poll failed: %s", strerror(errno));
-        rc = wire_read_some(m);
+        rc = wire_await(m, deadline, id);
         if (rc != MUSTER_OK)
             return rc;
     }
@@ -368,12 +377,7 @@ int wire_read_frame(muster_t *m, uint64_t deadline, size_t cap, Muster__ServerFr
             return MUSTER_OK;
         if (rc < 0)
             return -rc;
-        int rev = tls_wait(m, POLLIN, deadline);
-        if (rev == 0)
-            return error_break(m, MUSTER_ETIMEDOUT, "no hello reply before the deadline");
-        if (rev < 0)
-            return error_break(m, MUSTER_ECONN, "poll failed: %s", strerror(errno));
-        rc = wire_read_some(m);
+        rc = wire_await(m, deadline, 0);
         if (rc != MUSTER_OK)
             return rc;
     }

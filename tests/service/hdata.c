@@ -2,6 +2,7 @@
  * Helpers for tests of musterd's data directory (see hdata.h).
  */
 #include "hdata.h"
+#include "hhttp.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -33,14 +34,9 @@ static void hd_exec(const char *bin, const char *logpath, const char *const *arg
 static uint16_t hd_await_port(struct h_daemon *d, const char *pf)
 {
     for (int i = 0; i < 1000; i++) {
-        FILE *fp = fopen(pf, "r");
-        unsigned port = 0;
-        if (fp) {
-            int ok = fscanf(fp, "%u", &port) == 1;
-            fclose(fp);
-            if (ok && port > 0 && port < 65536)
-                return (uint16_t)port;
-        }
+        uint16_t port = hh_port_read(pf);
+        if (port)
+            return port;
         int ws;
         if (waitpid(d->pid, &ws, WNOHANG) == d->pid) {
             d->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);

@@ -75,19 +75,26 @@ int hh_get(uint16_t port, const char *path, char **body, unsigned timeout_ms)
     return code;
 }
 
+/* The port a port file holds now, or 0 (missing, empty or not a port). */
+uint16_t hh_port_read(const char *path)
+{
+    FILE *fp = fopen(path, "r");
+    unsigned port = 0;
+    if (!fp)
+        return 0;
+    int ok = fscanf(fp, "%u", &port) == 1;
+    fclose(fp);
+    return ok && port > 0 && port < 65536 ? (uint16_t)port : 0;
+}
+
 /* Wait up to timeout_ms for a port file to hold a port; the port, or 0. */
 uint16_t hh_port_file(const char *path, unsigned timeout_ms)
 {
     int64_t end = h_now_ms() + timeout_ms;
     for (;;) {
-        FILE *fp = fopen(path, "r");
-        unsigned port = 0;
-        if (fp) {
-            int ok = fscanf(fp, "%u", &port) == 1;
-            fclose(fp);
-            if (ok && port > 0 && port < 65536)
-                return (uint16_t)port;
-        }
+        uint16_t port = hh_port_read(path);
+        if (port)
+            return port;
         if (h_now_ms() >= end)
             return 0;
         usleep(10000); /* the file appears once the daemon has bound; nothing to wait on but the file */
