@@ -18,6 +18,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tcpstore"))
+from test_torch import Checks  # noqa: E402  (one check counter for both torch suites)
+
 HOST = "127.0.0.1"
 STEP_S = 180  # bound on any one launcher
 
@@ -164,21 +167,6 @@ dist.all_reduce(t)
 print(f"SUM {rank} {restart} {t.item()}", flush=True)
 dist.destroy_process_group()
 '''
-
-
-class Checks:
-    """Counts checks; prints failures with what was expected."""
-
-    def __init__(self):
-        self.failed = 0
-        self.count = 0
-
-    def __call__(self, ok, what):
-        self.count += 1
-        if not ok:
-            self.failed += 1
-            print(f"  FAIL {what}", flush=True)
-        return ok
 
 
 check = Checks()
