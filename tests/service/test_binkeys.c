@@ -12,25 +12,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hbkeys.h"
 #include "hclient.h"
 #include "hdata.h"
 #include "hhttp.h"
 #include "../tcpstore/tswire.h"
 #include "raw.h"
 
-#define T_MS 5000
 
 static char datadir[4200];
 static char tspf[4400];
-
-/* A key given with its length (it may hold NUL bytes). */
-struct bkey {
-    const char *k;
-    size_t len;
-};
-
-static const struct bkey K_NUL = {"rank\0/7", 7}, K_PLAIN = {"rank", 4}, K_TRAIL = {"rank\0", 5},
-                         K_GONE = {"rank\0/gone", 10};
 
 /* Start on datadir with a TCPStore listener (plus extra); the TCPStore port, or 0. */
 static uint16_t start(struct h_daemon *d, const char *extra)
@@ -41,69 +32,6 @@ static uint16_t start(struct h_daemon *d, const char *extra)
     if (hd_spawn(d, datadir, flags) != 0)
         return 0;
     return hh_port_file(tspf, 5000);
-}
-
-/* Round trip a ping, so everything sent before it has been handled (and, held replies, made durable). */
-static void sync_ping(int fd)
-{
-    struct tsw_buf b = {0};
-    uint8_t echo[4], want[4] = {7, 0, 0, 0};
-    tsw_u8(&b, TSW_PING);
-    tsw_u32(&b, 7);
-    CHECK_EQ(tsw_send(fd, &b), 0);
-    tsw_free(&b);
-    CHECK_EQ(tsw_read(fd, echo, sizeof echo, T_MS), 0);
-    CHECK_MEM(echo, sizeof echo, want, sizeof want);
-}
-
-/* Send a TCPStore request of type with one key and an optional value. */
-static void send_key(int fd, int type, struct bkey k, const char *val)
-{
-    struct tsw_buf b = {0};
-    tsw_u8(&b, (uint8_t)type);
-    tsw_u64(&b, k.len);
-    tsw_raw(&b, k.k, k.len);
-    if (val) {
-        tsw_u64(&b, strlen(val));
-        tsw_raw(&b, val, strlen(val));
-    }
-    CHECK_EQ(tsw_send(fd, &b), 0);
-    tsw_free(&b);
-}
-
-/* Check that key k holds want (NULL: absent) through CHECK and GET. */
-static void expect(int fd, struct bkey k, const char *want)
-{
-    struct tsw_buf b = {0};
-    tsw_u8(&b, TSW_CHECK);
-    tsw_u64(&b, 1);
-    tsw_u64(&b, k.len);
-    tsw_raw(&b, k.k, k.len);
-    CHECK_EQ(tsw_send(fd, &b), 0);
-    tsw_free(&b);
-    CHECK_EQ(tsw_byte(fd, T_MS), want ? 0 : 1); /* READY, NOT_READY */
-    if (!want)
-        return;
-    send_key(fd, TSW_GET, k, NULL);
-    size_t len = 0;
-    char *v = tsw_blob(fd, T_MS, &len);
-    CHECK(v != NULL);
-    if (v)
-        CHECK_MEM(v, len, want, strlen(want));
-    free(v);
-}
-
-/* Check all four keys on a daemon started on datadir. */
-static void expect_all(uint16_t port)
-{
-    int fd = tsw_open(port);
-    if (fd < 0)
-        return;
-    expect(fd, K_NUL, "seven");
-    expect(fd, K_PLAIN, "zero");
-    expect(fd, K_TRAIL, "trailing");
-    expect(fd, K_GONE, NULL);
-    close(fd);
 }
 
 /* Set keys that differ only after a NUL; restart from the log, then from the snapshot: each is intact. */
@@ -118,23 +46,16 @@ static void t_nul_keys_survive(void *arg)
         CHECK(!"daemon started");
         return;
     }
-    send_key(fd, TSW_SET, K_NUL, "seven");
-    send_key(fd, TSW_SET, K_PLAIN, "zero");
-    send_key(fd, TSW_SET, K_TRAIL, "trailing");
-    send_key(fd, TSW_SET, K_GONE, "doomed");
-    send_key(fd, TSW_DELETE_KEY, K_GONE, NULL);
-    int ok = 0;
-    CHECK_EQ(tsw_i64(fd, T_MS, &ok), 1);
-    sync_ping(fd);
+    hbk_write_all(fd);
     close(fd);
-    expect_all(port);
+    hbk_expect_all(port);
     hd_stop(&d);
     /* From the log. */
     if (!(port = start(&d, NULL))) {
         CHECK(!"daemon restarted");
         return;
     }
-    expect_all(port);
+    hbk_expect_all(port);
     /* The start folds the replayed log into a snapshot; the next start reads that. */
     for (int i = 0; i < 500 && !hd_log_has(&d, "snapshot written"); i++)
         usleep(10000); /* only the log says when the compaction thread is done */
@@ -144,7 +65,7 @@ static void t_nul_keys_survive(void *arg)
         CHECK(!"daemon restarted from the snapshot");
         return;
     }
-    expect_all(port);
+    hbk_expect_all(port);
     hd_stop(&d);
 }
 
