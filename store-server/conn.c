@@ -638,8 +638,10 @@ static void conn_written(struct conn_io *io)
 static void conn_closed(struct conn_io *io, int error, const char *why)
 {
     struct conn *c = conn_of(io);
-    if (error && io->bev)
+    if (error && io->bev) {
         tls_note_error(c->srv, io->bev, conn_peer(c));
+        conn_io_discard_input(io); /* so the alert reaches the client, not a reset */
+    }
     conn_close(c, why);
 }
 

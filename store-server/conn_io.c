@@ -384,3 +384,20 @@ void conn_io_shutdown(struct conn_io *io)
 {
     shutdown(io->bev ? bufferevent_getfd(io->bev) : io->fd, SHUT_WR);
 }
+
+/* Before closing a failed TLS connection: shut the write side and discard
+ * the input the kernel holds.  A close with unread input sends a reset,
+ * and a reset that overtakes the TLS alert destroys it at the client, which
+ * then sees a lost connection (and retries) instead of a refused
+ * certificate.  The client's first request follows its handshake at once,
+ * so it is there to discard by the time the server refuses. */
+void conn_io_discard_input(struct conn_io *io)
+{
+    int fd = io->bev ? bufferevent_getfd(io->bev) : io->fd;
+    char buf[4096];
+    if (fd < 0)
+        return;
+    shutdown(fd, SHUT_WR);
+    for (int i = 0; i < 64 && recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++)
+        ;
+}

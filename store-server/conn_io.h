@@ -68,5 +68,7 @@ int conn_io_full(const struct conn_io *io);
 void conn_io_finish(struct conn_io *io);
 /* Shut the write side of the socket. */
 void conn_io_shutdown(struct conn_io *io);
+/* Shut the write side and discard the input held, so a close sends no reset (a failed TLS connection). */
+void conn_io_discard_input(struct conn_io *io);
 
 #endif
