@@ -1,8 +1,9 @@
 /*
  * The TCPStore front end: a second kind of listener on the daemon's one
  * event loop, speaking the protocol of torch.distributed's TCPStore to
- * unmodified torch clients (tcpstore_parse.c and tcpstore_ops.c hold the
- * protocol; this file holds connections).  Its keys live in one namespace
+ * unmodified torch clients (the wire codec is proto/tscodec.c, shared with
+ * the relay of `muster run`; tcpstore_ops.c holds the ops; this file holds
+ * connections).  Its keys live in one namespace
  * (--tcpstore-namespace), shared with native clients.
  *
  * Connections use the same I/O as native ones (conn_io.c): one recv per
@@ -15,7 +16,7 @@
  * next request waits unread unless it is CANCEL_WAIT; an old client (no
  * CANCEL_WAIT, never pipelining) that sends anything has given up on its
  * wait, which is then dropped without an answer.  --tcpstore-max-request
- * bounds one request (checked as it is decoded, tcpstore_parse.c) and the
+ * bounds one request (checked as it is decoded, proto/tscodec.c) and the
  * input a parked request holds back (reading goes on, so a close is seen;
  * more input than that closes the connection, counted).  A request
  * that cannot be served closes its connection (the protocol has no error
@@ -87,41 +88,10 @@ void tcpstore_put(struct ts_conn *c, const void *p, size_t n)
     }
 }
 
-/* Queue one byte. */
-void tcpstore_put_u8(struct ts_conn *c, uint8_t v)
+/* The sink callback of c's replies (the codec's encoders write through it). */
+static void tcpstore_sink_put(void *arg, const void *p, size_t n)
 {
-    tcpstore_put(c, &v, 1);
-}
-
-/* Write v little-endian into 8 bytes. */
-static void tcpstore_le64(uint8_t *b, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* Queue a little-endian 64-bit integer. */
-void tcpstore_put_i64(struct ts_conn *c, int64_t v)
-{
-    uint8_t b[8];
-    tcpstore_le64(b, (uint64_t)v);
-    tcpstore_put(c, b, sizeof b);
-}
-
-/* Queue a u64 length and the bytes. */
-void tcpstore_put_blob(struct ts_conn *c, const void *p, size_t n)
-{
-    uint8_t b[8 + 256];
-    tcpstore_le64(b, n);
-    if (n > sizeof b - 8) {
-        tcpstore_put(c, b, 8);
-        tcpstore_put(c, p, n);
-        return;
-    }
-    /* A small value goes out as one piece: one append and one check instead of two. */
-    if (n)
-        memcpy(b + 8, p, n);
-    tcpstore_put(c, b, 8 + n);
+    tcpstore_put(arg, p, n);
 }
 
 /* Close c at once (freed on a later loop turn); its parked request is dropped silently. */
@@ -177,7 +147,7 @@ static void tcpstore_free(struct ts_conn *c)
     struct server *srv = ts->srv;
     tspark_abandon(c);
     tswatch_conn_gone(c);
-    tsparse_reset(&c->req);
+    tscodec_reset(&c->req);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -250,9 +220,9 @@ static void tcpstore_timer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Decide the numbering from the first bytes; 0 when known, else the bytes still needed. */
-static size_t tcpstore_detect(struct ts_conn *c, const struct ts_src *src)
+static size_t tcpstore_detect(struct ts_conn *c, const struct tscodec_src *src)
 {
-    size_t need = tsparse_detect(c, src);
+    size_t need = tscodec_detect(src, &c->era);
     if (need)
         return need;
     int legacy = c->era == TS_ERA_LEGACY;
@@ -264,7 +234,7 @@ static size_t tcpstore_detect(struct ts_conn *c, const struct ts_src *src)
 }
 
 /* A request begins while c has one parked: 1 to go on decoding it, 0 to leave it unread. */
-static int tcpstore_while_parked(struct ts_conn *c, const struct ts_src *src)
+static int tcpstore_while_parked(struct ts_conn *c, const struct tscodec_src *src)
 {
     uint8_t code;
     if (c->era == TS_ERA_LEGACY) {
@@ -273,7 +243,7 @@ static int tcpstore_while_parked(struct ts_conn *c, const struct ts_src *src)
         tspark_abandon(c);
         return 1;
     }
-    tsparse_peek(src, &code, 1);
+    tscodec_peek(src, &code, 1);
     return code == TS_CANCEL_WAIT;
 }
 
@@ -286,14 +256,28 @@ static void tcpstore_request(struct ts_conn *c)
         tcpstore_arm(c);
     }
     tsops_dispatch(c, &c->req);
-    tsparse_reset(&c->req);
+    tscodec_reset(&c->req);
+}
+
+/* The codec refused c's request: count it under the listener's name for the limit and close c. */
+static void tcpstore_refuse(struct ts_conn *c, const struct tscodec_error *e)
+{
+    static const enum stat_id stat[] = {
+        [TSC_ERR_BAD] = STAT_TS_BAD_REQUEST,     [TSC_ERR_KEY] = STAT_TS_LIMIT_KEY,
+        [TSC_ERR_VALUE] = STAT_TS_LIMIT_VALUE,   [TSC_ERR_KEYS] = STAT_TS_LIMIT_KEYS,
+        [TSC_ERR_REQUEST] = STAT_TS_LIMIT_REQUEST,
+    };
+    if (e->code == TSC_ERR_NOMEM)
+        tcpstore_close(c, e->why);
+    else
+        tcpstore_fail(c, stat[e->code], "%s", e->why);
 }
 
 /* Decode and handle requests from src (a batch at a time), then wait for more bytes. */
-static void tcpstore_process(struct ts_conn *c, struct ts_src *src)
+static void tcpstore_process(struct ts_conn *c, struct tscodec_src *src)
 {
     size_t want = 1;
-    if (!c->first_rx_ms && tsparse_avail(src)) {
+    if (!c->first_rx_ms && tscodec_avail(src)) {
         c->first_rx_ms = conn_now_ms();
         tcpstore_arm(c);
     }
@@ -302,7 +286,7 @@ static void tcpstore_process(struct ts_conn *c, struct ts_src *src)
             return;
         if (c->era == TS_ERA_UNKNOWN && (want = tcpstore_detect(c, src)) != 0)
             break;
-        if (c->req.op < 0 && tsparse_avail(src) == 0) {
+        if (c->req.op < 0 && tscodec_avail(src) == 0) {
             want = 1;
             break;
         }
@@ -314,15 +298,39 @@ static void tcpstore_process(struct ts_conn *c, struct ts_src *src)
             conn_io_again(&c->io);
             return;
         }
-        enum tsparse_result res = tsparse_step(c, src, &want);
-        if (res == TSP_ERROR)
+        struct tscodec_error e;
+        enum tscodec_result res = tscodec_step(&c->req, c->era, &c->ts->lim, src, &want, &e);
+        if (res == TSC_ERROR) {
+            tcpstore_refuse(c, &e);
             return;
-        if (res == TSP_MORE)
+        }
+        if (res == TSC_MORE)
             break;
         tcpstore_request(c);
     }
     conn_io_want(&c->io, want);
 }
+
+/* Bytes an input buffer holds (the codec reads leftovers through these). */
+static size_t tcpstore_in_len(void *buf)
+{
+    return evbuffer_get_length(buf);
+}
+
+/* Copy n bytes from the front of an input buffer, leaving them. */
+static void tcpstore_in_copy(void *buf, void *dst, size_t n)
+{
+    evbuffer_copyout(buf, dst, n);
+}
+
+/* Move n bytes from the front of an input buffer. */
+static void tcpstore_in_take(void *buf, void *dst, size_t n)
+{
+    evbuffer_remove(buf, dst, n);
+}
+
+/* The codec's view of an input buffer. */
+static const struct tscodec_buf_ops tcpstore_in_ops = {tcpstore_in_len, tcpstore_in_copy, tcpstore_in_take};
 
 /* The connection whose I/O io is. */
 static struct ts_conn *tcpstore_of(struct conn_io *io)
@@ -372,12 +380,12 @@ static void tcpstore_input(struct conn_io *io, const uint8_t *buf, size_t n)
     }
     if (buf) {
         /* Nothing left over: decode straight from the receive buffer, keep only what is not taken. */
-        struct ts_src span = {buf, n, NULL};
+        struct tscodec_src span = {buf, n, NULL, NULL};
         tcpstore_process(c, &span);
         if (tcpstore_live(c) && span.n && evbuffer_add(io->in, span.p, span.n) != 0)
             tcpstore_close(c, "out of memory");
     } else {
-        struct ts_src queued = {NULL, 0, io->in};
+        struct tscodec_src queued = {NULL, 0, io->in, &tcpstore_in_ops};
         tcpstore_process(c, &queued);
     }
     tcpstore_hold_check(c);
@@ -446,6 +454,7 @@ static struct ts_conn *tcpstore_new(struct tcpstore *ts, int fd, const struct so
     c->ts = ts;
     c->id = ++ts->next_id;
     c->req.op = -1;
+    c->sink = (struct tscodec_sink){tcpstore_sink_put, c};
     /* Only copied here: most connections never log their address. */
     memcpy(&c->addr, sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
     tcpstore_set_state(c, TS_OPEN);
@@ -551,6 +560,8 @@ int tcpstore_start(struct server *srv)
     if (!ts)
         return EX_OSERR;
     ts->srv = srv;
+    ts->lim = (struct tscodec_limits){o->tcpstore_max_key, o->tcpstore_max_value, o->tcpstore_max_keys,
+                                      o->tcpstore_max_request};
     srv->tcpstore = ts;
     if ((rc = tcpstore_open_ns(ts)) != 0)
         return rc;

@@ -1,9 +1,10 @@
 /*
  * Internals shared by the TCPStore front end's files: tcpstore.c (listener,
- * connections, input loop, replies), tcpstore_parse.c (numberings and the
- * incremental request decoder), tcpstore_ops.c (the op table and handlers),
+ * connections, input loop, replies), tcpstore_ops.c (the op table and handlers),
  * tcpstore_park.c (parked WAIT and BARRIER callers, queues) and
- * tcpstore_watch.c (the old numbering's WATCH_KEY).
+ * tcpstore_watch.c (the old numbering's WATCH_KEY).  The wire codec (numberings,
+ * grammars, the incremental request decoder, reply encoding) is proto/tscodec.c,
+ * shared with the relay of `muster run`.
  */
 #ifndef MUSTERD_TCPSTORE_INT_H
 #define MUSTERD_TCPSTORE_INT_H
@@ -16,93 +17,13 @@
 #include "conn_io.h"
 #include "keyspace.h"
 #include "stats.h"
+#include "tscodec.h"
 
 struct server;
 struct ns;
 struct listener;
 struct event;
-struct evbuffer;
 struct waiter;
-
-/* The VALIDATE handshake's magic; on the wire (little-endian) CE F7 85 3C. */
-#define TS_MAGIC 0x3C85F7CEu
-/* Bytes that identify the VALIDATE era: the type byte 0 and the magic. */
-#define TS_HANDSHAKE_LEN 5
-
-/* Operations.  A VALIDATE-era type byte is its op's value (0..18); the
- * older numbering is mapped in tcpstore_parse.c. */
-enum ts_op {
-    TS_VALIDATE,
-    TS_SET,
-    TS_COMPARE_SET,
-    TS_GET,
-    TS_ADD,
-    TS_CHECK,
-    TS_WAIT,
-    TS_GETNUMKEYS,
-    TS_DELETE_KEY,
-    TS_APPEND,
-    TS_MULTI_GET,
-    TS_MULTI_SET,
-    TS_CANCEL_WAIT,
-    TS_PING,
-    TS_QUEUE_PUSH,
-    TS_QUEUE_POP,
-    TS_QUEUE_LEN,
-    TS_LIST_KEYS,
-    TS_BARRIER,
-    TS_WATCH_KEY, /* old numbering only */
-    TS_NOPS
-};
-
-/* Which numbering a connection speaks, known from its first bytes. */
-enum ts_era { TS_ERA_UNKNOWN, TS_ERA_VALIDATE, TS_ERA_LEGACY };
-
-/* The one-byte answers (CheckResponseType, WaitResponseType). */
-enum { TS_READY = 0, TS_NOT_READY = 1, TS_STOP_WAITING = 0, TS_WAIT_CANCELED = 1 };
-
-/* The first byte of a WATCH_KEY answer or callback frame (torch 1.x's WatchResponseType). */
-enum { TS_KEY_UPDATED = 0, TS_KEY_CREATED = 1, TS_KEY_DELETED = 2, TS_KEY_CALLBACK_REGISTERED = 3 };
-
-/* One field of a request's grammar. */
-enum ts_field {
-    TF_END,
-    TF_U32,   /* little-endian u32 */
-    TF_I64,   /* little-endian i64 */
-    TF_KEY,   /* u64 length + bytes, at most --tcpstore-max-key */
-    TF_VALUE, /* u64 length + bytes, at most --tcpstore-max-value */
-    TF_KEYS,  /* u64 count + count keys */
-    TF_PAIRS, /* u64 count + count (key, value) */
-};
-
-#define TS_MAX_FIELDS 3
-#define TS_MAX_BLOBS 3
-
-/* A length-prefixed string taken from a request: malloc'd, NUL-terminated (len excludes the NUL). */
-struct ts_blob {
-    uint8_t *p;
-    size_t len;
-};
-
-/* A request being decoded from the input, then handled. */
-struct ts_req {
-    int op;         /* enum ts_op; -1 before the type byte is taken */
-    uint8_t code;   /* the type byte as sent */
-    unsigned field; /* next field of the op's grammar */
-    int have_len;   /* the current string's or list's length has been taken */
-    uint64_t len;   /* that length */
-    uint64_t bytes; /* request bytes taken so far */
-    uint32_t u32;
-    int64_t i64;
-    struct ts_blob b[TS_MAX_BLOBS]; /* the single KEY / VALUE fields, in order */
-    unsigned nb;
-    size_t n;       /* list length */
-    size_t got;     /* list strings taken (a pair counts two) */
-    char **keys;    /* list keys */
-    size_t *klens;
-    uint8_t **vals; /* list values (pairs) */
-    size_t *vlens;
-};
 
 enum ts_state { TS_OPEN, TS_FLUSHING, TS_DEAD };
 
@@ -124,18 +45,12 @@ struct ts_conn {
     uint64_t last_rx_ms; /* when the last whole request was taken */
     uint64_t partial_ms; /* when the request now incomplete began, or 0 */
     struct ts_req req;
+    struct tscodec_sink sink; /* replies: tcpstore_put on this connection */
     struct ts_park *park; /* the parked WAIT or BARRIER, or NULL */
     struct ts_watch *watches; /* WATCH_KEY registrations, linked through cnext */
     size_t nwatches;
     struct sockaddr_in6 addr; /* the peer's address (an AF_INET one fits too) */
     char peer[64];        /* the same as text, formatted on first use: read it through tcpstore_peer() */
-};
-
-/* Request bytes to decode: a span just read (consumed from its front), or else the input buffer. */
-struct ts_src {
-    const uint8_t *p; /* the span, or NULL: take from in */
-    size_t n;         /* bytes left in the span */
-    struct evbuffer *in;
 };
 
 /* A parked WAIT (core waiter plus queue links) or BARRIER caller. */
@@ -206,6 +121,7 @@ struct tcpstore {
     struct server *srv;
     struct ns *ns;
     struct listener *listener;
+    struct tscodec_limits lim; /* --tcpstore-max-key, -value, -keys-per-request, -request */
     struct ts_conn *conns;
     size_t nconns;
     struct tsq *queues;
@@ -218,12 +134,6 @@ struct tcpstore {
 /* tcpstore.c: replies and connection control. */
 /* Queue raw bytes on c's output. */
 void tcpstore_put(struct ts_conn *c, const void *p, size_t n);
-/* Queue one byte. */
-void tcpstore_put_u8(struct ts_conn *c, uint8_t v);
-/* Queue a little-endian 64-bit integer. */
-void tcpstore_put_i64(struct ts_conn *c, int64_t v);
-/* Queue a u64 length and the bytes. */
-void tcpstore_put_blob(struct ts_conn *c, const void *p, size_t n);
 /* Count stat, log why at info level and close c (TCPStore has no error reply). */
 void tcpstore_fail(struct ts_conn *c, enum stat_id stat, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Close c at once (freed on a later loop turn); its parked request is dropped silently. */
@@ -237,30 +147,7 @@ int tcpstore_live(const struct ts_conn *c);
 /* The peer's address as text, formatted on first use. */
 const char *tcpstore_peer(struct ts_conn *c);
 
-/* tcpstore_parse.c: numberings and the incremental decoder. */
-enum tsparse_result { TSP_MORE, TSP_DONE, TSP_ERROR };
-/* Bytes src holds. */
-size_t tsparse_avail(const struct ts_src *src);
-/* Copy n bytes from the front of src without taking them (src holds at least n). */
-void tsparse_peek(const struct ts_src *src, void *dst, size_t n);
-/* Decide c's numbering from its first bytes; 0 when known, else the bytes still needed. */
-size_t tsparse_detect(struct ts_conn *c, const struct ts_src *src);
-/* The op of type byte code in era, or -1 when the numbering has no such code. */
-int tsparse_op(enum ts_era era, uint8_t code);
-/* Take request bytes from src into c->req; TSP_MORE sets *want (bytes the input must hold). */
-enum tsparse_result tsparse_step(struct ts_conn *c, struct ts_src *src, size_t *want);
-/* Free what a request holds and make it empty. */
-void tsparse_reset(struct ts_req *r);
-
 /* tcpstore_ops.c: the op table. */
-typedef void (*tsops_fn)(struct ts_conn *c, struct ts_req *r);
-struct tsops_row {
-    const char *name;
-    enum ts_field fields[TS_MAX_FIELDS];
-    tsops_fn fn; /* NULL: not supported (the connection is closed) */
-};
-/* The row of op. */
-const struct tsops_row *tsops_row(int op);
 /* Handle one decoded request. */
 void tsops_dispatch(struct ts_conn *c, struct ts_req *r);
 

@@ -1,6 +1,6 @@
 /*
- * The TCPStore op table: each row names an op, the grammar of its request
- * (read by tcpstore_parse.c) and its handler.  Handlers work on the same
+ * The TCPStore op table: each op's handler (its name and the grammar of its
+ * request are the codec's, proto/tscodec.c, shared with the relay).  Handlers work on the same
  * keyspace as native clients, so a value set here is what `muster get`
  * reads, and an add here counts in the same decimal text as a native add.
  * Replies are untagged: the client knows what to read from what it asked,
@@ -31,7 +31,7 @@ static const char *tsops_key(const struct ts_req *r)
 /* Close c after a keyspace write was refused; st is its wire status. */
 static void tsops_refused(struct ts_conn *c, const struct ts_req *r, int st)
 {
-    const char *op = tsops_row(r->op)->name;
+    const char *op = tscodec_name(r->op);
     if (st == MUSTER__STATUS__NOT_A_NUMBER || st == MUSTER__STATUS__OVERFLOW)
         tcpstore_fail(c, STAT_TS_BAD_REQUEST, "%s '%.200s': %s", op, tsops_key(r),
                       st == MUSTER__STATUS__OVERFLOW ? "int64 overflow" : "value is not a decimal integer");
@@ -67,16 +67,16 @@ static void tsops_compare_set(struct ts_conn *c, struct ts_req *r)
     if (st != MUSTER__STATUS__OK)
         tsops_refused(c, r, st);
     else if (e)
-        tcpstore_put_blob(c, ks_val(e), e->vlen);
+        tscodec_put_blob(&c->sink, ks_val(e), e->vlen);
     else
-        tcpstore_put_blob(c, r->b[1].p, r->b[1].len); /* absent key, non-empty expected */
+        tscodec_put_blob(&c->sink, r->b[1].p, r->b[1].len); /* absent key, non-empty expected */
 }
 
 /* GET: the value, or an empty one for an absent key (as the libuv server answers). */
 static void tsops_get(struct ts_conn *c, struct ts_req *r)
 {
     const struct ks_entry *e = ks_get(tsops_ks(c), tsops_key(r), r->b[0].len);
-    tcpstore_put_blob(c, e ? ks_val(e) : NULL, e ? e->vlen : 0);
+    tscodec_put_blob(&c->sink, e ? ks_val(e) : NULL, e ? e->vlen : 0);
 }
 
 /* ADD: int64 kept as decimal text; the reply is the new value. */
@@ -87,7 +87,7 @@ static void tsops_add(struct ts_conn *c, struct ts_req *r)
     if (st != MUSTER__STATUS__OK)
         tsops_refused(c, r, st);
     else
-        tcpstore_put_i64(c, v);
+        tscodec_put_i64(&c->sink, v);
 }
 
 /* CHECK: READY (0) only when every key holds a value or a non-empty queue. */
@@ -96,7 +96,7 @@ static void tsops_check(struct ts_conn *c, struct ts_req *r)
     size_t i = 0;
     while (i < r->n && tspark_present(c->ts, r->keys[i], r->klens[i]))
         i++;
-    tcpstore_put_u8(c, i == r->n ? TS_READY : TS_NOT_READY);
+    tscodec_put_u8(&c->sink, i == r->n ? TS_READY : TS_NOT_READY);
 }
 
 /* WAIT: STOP_WAITING once every key is present (parked meanwhile). */
@@ -109,13 +109,13 @@ static void tsops_wait(struct ts_conn *c, struct ts_req *r)
 static void tsops_num_keys(struct ts_conn *c, struct ts_req *r)
 {
     (void)r;
-    tcpstore_put_i64(c, (int64_t)ks_count(tsops_ks(c)));
+    tscodec_put_i64(&c->sink, (int64_t)ks_count(tsops_ks(c)));
 }
 
 /* DELETE_KEY: 1 when the key existed, else 0. */
 static void tsops_delete(struct ts_conn *c, struct ts_req *r)
 {
-    tcpstore_put_i64(c, ks_delete(tsops_ks(c), tsops_key(r), r->b[0].len));
+    tscodec_put_i64(&c->sink, ks_delete(tsops_ks(c), tsops_key(r), r->b[0].len));
 }
 
 /* APPEND: extend or create; no reply. */
@@ -132,7 +132,7 @@ static void tsops_multi_get(struct ts_conn *c, struct ts_req *r)
 {
     for (size_t i = 0; i < r->n && tcpstore_live(c); i++) {
         const struct ks_entry *e = ks_get(tsops_ks(c), r->keys[i], r->klens[i]);
-        tcpstore_put_blob(c, e ? ks_val(e) : NULL, e ? e->vlen : 0);
+        tscodec_put_blob(&c->sink, e ? ks_val(e) : NULL, e ? e->vlen : 0);
     }
 }
 
@@ -161,8 +161,7 @@ static void tsops_cancel_wait(struct ts_conn *c, struct ts_req *r)
 /* PING: echo the nonce. */
 static void tsops_ping(struct ts_conn *c, struct ts_req *r)
 {
-    uint8_t b[4] = {(uint8_t)r->u32, (uint8_t)(r->u32 >> 8), (uint8_t)(r->u32 >> 16), (uint8_t)(r->u32 >> 24)};
-    tcpstore_put(c, b, sizeof b);
+    tscodec_put_u32(&c->sink, r->u32);
 }
 
 /* QUEUE_PUSH: append to the key's queue, waking one parked WAIT; no reply. */
@@ -183,13 +182,13 @@ static void tsops_queue_pop(struct ts_conn *c, struct ts_req *r)
 /* QUEUE_LEN: the queue's length. */
 static void tsops_queue_len(struct ts_conn *c, struct ts_req *r)
 {
-    tcpstore_put_i64(c, (int64_t)tspark_queue_len(c->ts, tsops_key(r), r->b[0].len));
+    tscodec_put_i64(&c->sink, (int64_t)tspark_queue_len(c->ts, tsops_key(r), r->b[0].len));
 }
 
 /* ks_each callback of LIST_KEYS: send one key. */
 static int tsops_list_one(void *arg, const struct ks_entry *e)
 {
-    tcpstore_put_blob(arg, e->key, e->klen);
+    tscodec_put_blob(arg, e->key, e->klen);
     return 0;
 }
 
@@ -198,8 +197,8 @@ static void tsops_list_keys(struct ts_conn *c, struct ts_req *r)
 {
     (void)r;
     struct keyspace *ks = tsops_ks(c);
-    tcpstore_put_i64(c, (int64_t)ks_count(ks));
-    ks_each(ks, tsops_list_one, c);
+    tscodec_put_i64(&c->sink, (int64_t)ks_count(ks));
+    ks_each(ks, tsops_list_one, &c->sink);
 }
 
 /* BARRIER: count the arrival in the key; STOP_WAITING once the count reaches world_size. */
@@ -214,53 +213,50 @@ static void tsops_watch_key(struct ts_conn *c, struct ts_req *r)
     tswatch_register(c, tsops_key(r), r->b[0].len);
 }
 
-/* The table, by op.  A row without a handler is an op this server does not serve. */
-static const struct tsops_row tsops_rows[TS_NOPS] = {
-    [TS_VALIDATE] = {"validate", {TF_U32}, tsops_validate},
-    [TS_SET] = {"set", {TF_KEY, TF_VALUE}, tsops_set},
-    [TS_COMPARE_SET] = {"compare_set", {TF_KEY, TF_VALUE, TF_VALUE}, tsops_compare_set},
-    [TS_GET] = {"get", {TF_KEY}, tsops_get},
-    [TS_ADD] = {"add", {TF_KEY, TF_I64}, tsops_add},
-    [TS_CHECK] = {"check", {TF_KEYS}, tsops_check},
-    [TS_WAIT] = {"wait", {TF_KEYS}, tsops_wait},
-    [TS_GETNUMKEYS] = {"getnumkeys", {TF_END}, tsops_num_keys},
-    [TS_DELETE_KEY] = {"delete_key", {TF_KEY}, tsops_delete},
-    [TS_APPEND] = {"append", {TF_KEY, TF_VALUE}, tsops_append},
-    [TS_MULTI_GET] = {"multi_get", {TF_KEYS}, tsops_multi_get},
-    [TS_MULTI_SET] = {"multi_set", {TF_PAIRS}, tsops_multi_set},
-    [TS_CANCEL_WAIT] = {"cancel_wait", {TF_END}, tsops_cancel_wait},
-    [TS_PING] = {"ping", {TF_U32}, tsops_ping},
-    [TS_QUEUE_PUSH] = {"queue_push", {TF_KEY, TF_VALUE}, tsops_queue_push},
-    [TS_QUEUE_POP] = {"queue_pop", {TF_KEY}, tsops_queue_pop},
-    [TS_QUEUE_LEN] = {"queue_len", {TF_KEY}, tsops_queue_len},
-    [TS_LIST_KEYS] = {"list_keys", {TF_END}, tsops_list_keys},
-    [TS_BARRIER] = {"barrier", {TF_KEY, TF_I64}, tsops_barrier},
-    /* Torch 1.x sends WATCH_KEY on a second connection it opens per store. */
-    [TS_WATCH_KEY] = {"watch_key", {TF_KEY}, tsops_watch_key},
-};
+/* A handler of one decoded request. */
+typedef void (*tsops_fn)(struct ts_conn *c, struct ts_req *r);
 
-/* The row of op. */
-const struct tsops_row *tsops_row(int op)
-{
-    return &tsops_rows[op];
-}
+/* The handlers, by op.  An op without one is an op this server does not serve. */
+static const tsops_fn tsops_handlers[TS_NOPS] = {
+    [TS_VALIDATE] = tsops_validate,
+    [TS_SET] = tsops_set,
+    [TS_COMPARE_SET] = tsops_compare_set,
+    [TS_GET] = tsops_get,
+    [TS_ADD] = tsops_add,
+    [TS_CHECK] = tsops_check,
+    [TS_WAIT] = tsops_wait,
+    [TS_GETNUMKEYS] = tsops_num_keys,
+    [TS_DELETE_KEY] = tsops_delete,
+    [TS_APPEND] = tsops_append,
+    [TS_MULTI_GET] = tsops_multi_get,
+    [TS_MULTI_SET] = tsops_multi_set,
+    [TS_CANCEL_WAIT] = tsops_cancel_wait,
+    [TS_PING] = tsops_ping,
+    [TS_QUEUE_PUSH] = tsops_queue_push,
+    [TS_QUEUE_POP] = tsops_queue_pop,
+    [TS_QUEUE_LEN] = tsops_queue_len,
+    [TS_LIST_KEYS] = tsops_list_keys,
+    [TS_BARRIER] = tsops_barrier,
+    /* Torch 1.x sends WATCH_KEY on a second connection it opens per store. */
+    [TS_WATCH_KEY] = tsops_watch_key,
+};
 
 /* Handle one decoded request. */
 void tsops_dispatch(struct ts_conn *c, struct ts_req *r)
 {
-    const struct tsops_row *row = tsops_row(r->op);
+    tsops_fn fn = tsops_handlers[r->op];
     stats_inc(&c->ts->srv->stats, STAT_TS_REQUESTS);
-    if (!row->fn) {
-        tcpstore_fail(c, STAT_TS_UNSUPPORTED, "%s (type byte %u) is not supported", row->name, r->code);
+    if (!fn) {
+        tcpstore_fail(c, STAT_TS_UNSUPPORTED, "%s (type byte %u) is not supported", tscodec_name(r->op), r->code);
         return;
     }
     /* TCPStore's protocol has no error answer: a standby closes with the leader named in its log, so the
      * client fails instead of writing into a copy that is not the replicated one. */
     if (!ha_serving(c->ts->srv)) {
         const char *leader = ha_leader(c->ts->srv);
-        tcpstore_fail(c, STAT_TS_UNSUPPORTED, "%s refused: this musterd is not the leader (leader: %s)", row->name,
-                      *leader ? leader : "none known");
+        tcpstore_fail(c, STAT_TS_UNSUPPORTED, "%s refused: this musterd is not the leader (leader: %s)",
+                      tscodec_name(r->op), *leader ? leader : "none known");
         return;
     }
-    row->fn(c, r);
+    fn(c, r);
 }

@@ -182,7 +182,7 @@ static void tspark_release(struct ts_park *p)
 {
     struct ts_conn *c = p->c;
     tspark_free(p);
-    tcpstore_put_u8(c, TS_STOP_WAITING);
+    tscodec_put_u8(&c->sink, TS_STOP_WAITING);
     tcpstore_resume(c);
 }
 
@@ -208,7 +208,7 @@ void tspark_wait(struct ts_conn *c, struct ts_req *r)
     while (i < r->n && tspark_present(c->ts, r->keys[i], r->klens[i]))
         i++;
     if (i == r->n) {
-        tcpstore_put_u8(c, TS_STOP_WAITING);
+        tscodec_put_u8(&c->sink, TS_STOP_WAITING);
         return;
     }
     struct ts_park *p = calloc(1, sizeof *p);
@@ -292,7 +292,7 @@ void tspark_queue_pop(struct ts_conn *c, const char *key, size_t klen)
     struct tcpstore *ts = c->ts;
     struct tsq *q = tspark_q(ts, key, klen, 0);
     size_t len = q ? q->len : 0;
-    tcpstore_put_i64(c, (int64_t)len);
+    tscodec_put_i64(&c->sink, (int64_t)len);
     if (!len)
         return;
     struct ts_qitem *it = q->head;
@@ -302,7 +302,7 @@ void tspark_queue_pop(struct ts_conn *c, const char *key, size_t klen)
     q->len--;
     ts->queue_items--;
     ts->queue_bytes -= it->len;
-    tcpstore_put_blob(c, it->data, it->len);
+    tscodec_put_blob(&c->sink, it->data, it->len);
     free(it->data);
     free(it);
     tspark_q_trim(ts, q);
@@ -357,7 +357,7 @@ void tspark_barrier(struct ts_conn *c, const char *key, size_t klen, int64_t wor
     if (st != MUSTER__STATUS__OK)
         tcpstore_fail(c, STAT_TS_BAD_REQUEST, "barrier '%.200s': the key does not hold a count (status %d)", key, st);
     else if (count >= world_size)
-        tcpstore_put_u8(c, TS_STOP_WAITING);
+        tscodec_put_u8(&c->sink, TS_STOP_WAITING);
     else if (tspark_bar_park(c, key, klen, world_size) != 0)
         tcpstore_fail(c, STAT_TS_LIMIT_STORE, "cannot park a barrier (--max-waiters or memory)");
 }
@@ -369,7 +369,7 @@ void tspark_cancel_wait(struct ts_conn *c)
         stats_inc(&c->ts->srv->stats, STAT_TS_WAITS_CANCELED);
         tspark_free(c->park);
     }
-    tcpstore_put_u8(c, TS_WAIT_CANCELED);
+    tscodec_put_u8(&c->sink, TS_WAIT_CANCELED);
 }
 
 /* Drop c's parked request without an answer (its connection closes or gave up). */

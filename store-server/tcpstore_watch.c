@@ -38,13 +38,6 @@
 #include "server.h"
 #include "tcpstore_int.h"
 
-/* Write v little-endian into 8 bytes. */
-static void tswatch_le64(uint8_t *b, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Make wk's copy the value e holds now (NULL: the key is absent); 0, or -1 when out of memory. */
 static int tswatch_remember(struct ts_wkey *wk, const struct ks_entry *e)
 {
@@ -127,7 +120,7 @@ void tswatch_register(struct ts_conn *c, const char *key, size_t klen)
     if (log_enabled(LOG_DEBUG))
         log_msg(LOG_DEBUG, "tcpstore conn %llu %s: watching '%.200s'", (unsigned long long)c->id, tcpstore_peer(c),
                 key);
-    tcpstore_put_u8(c, TS_KEY_CALLBACK_REGISTERED);
+    tscodec_put_u8(&c->sink, TS_KEY_CALLBACK_REGISTERED);
 }
 
 /* Drop every watch of c (it is being freed). */
@@ -165,14 +158,14 @@ static uint8_t *tswatch_frame(const struct ts_wkey *wk, const struct ks_entry *e
         return NULL;
     /* The type follows torch's server: a delete, or a write to a key it had or had not. */
     *p++ = !e ? TS_KEY_DELETED : wk->present ? TS_KEY_UPDATED : TS_KEY_CREATED;
-    tswatch_le64(p, wk->klen);
+    tscodec_le64(p, wk->klen);
     memcpy(p + 8, wk->key, wk->klen);
     p += 8 + wk->klen;
-    tswatch_le64(p, wk->vlen);
+    tscodec_le64(p, wk->vlen);
     if (wk->vlen)
         memcpy(p + 8, wk->val, wk->vlen);
     p += 8 + wk->vlen;
-    tswatch_le64(p, nlen);
+    tscodec_le64(p, nlen);
     if (nlen)
         memcpy(p + 8, ks_val(e), nlen);
     p += 8 + nlen;
