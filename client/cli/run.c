@@ -31,6 +31,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -581,7 +582,9 @@ static struct run_env run_worker_env(const struct run_ctx *c)
 static int run_start_workers(struct run_ctx *c)
 {
     struct run_relay_cfg rc = {
-        .lim = {c->cfg.relay_max_key, c->cfg.relay_max_keys, c->cfg.relay_max_request},
+        /* The relay has no value flag: a value is bounded by --relay-max-request alone. */
+        .lim = {.max_key = c->cfg.relay_max_key, .max_value = UINT64_MAX, .max_keys = c->cfg.relay_max_keys,
+                .max_request = c->cfg.relay_max_request},
         .max_conns = c->cfg.relay_max_conns,
         .max_output = c->cfg.relay_max_output,
     };

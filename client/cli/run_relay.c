@@ -175,7 +175,8 @@ static void run_relay_accept(struct run_relay *r)
             continue;
         }
         c->fd = fd;
-        c->want = 1;
+        c->req.op = -1;
+        c->sink = tscodec_out_sink(&c->out);
         r->conns[r->nconns++] = c;
     }
 }
@@ -202,62 +203,62 @@ static void run_relay_flush(struct run_relay *r, struct run_relay_conn *c)
         c->outoff = c->out.len = 0;
 }
 
-/* Whether c's next request may be decoded while a request is parked: only CANCEL_WAIT goes ahead of it. */
-static int run_relay_may_decode(struct run_relay *r, struct run_relay_conn *c)
+/* Whether c's next request (at the front of src) may be decoded while one is parked: only CANCEL_WAIT goes
+ * ahead of it. */
+static int run_relay_may_decode(struct run_relay *r, struct run_relay_conn *c, const struct tscodec_src *src)
 {
-    if (c->park == RELAY_PARK_NONE)
+    uint8_t code;
+    if (c->park == RELAY_PARK_NONE || c->req.op >= 0)
         return 1;
-    if (c->era == TSC_ERA_LEGACY) {
+    if (c->era == TS_ERA_LEGACY) {
         /* Old clients never pipeline and have no CANCEL_WAIT: a new request means the wait was given up. */
         r->st.abandoned++;
         run_relay_ops_unpark(c);
         return 1;
     }
-    return c->in[0] == TSC_CANCEL_WAIT;
+    tscodec_peek(src, &code, 1);
+    return code == TS_CANCEL_WAIT;
 }
 
-/* Refuse c's request: count the limit it broke and close it. */
-static void run_relay_refuse(struct run_relay *r, struct run_relay_conn *c, int err, const char *why)
+/* The codec refused c's request: count the limit it broke and close it. */
+static void run_relay_refuse(struct run_relay *r, struct run_relay_conn *c, const struct tscodec_error *e)
 {
-    uint64_t *n = err == TSC_ERR_KEY ? &r->st.limit_key
-                  : err == TSC_ERR_KEYS ? &r->st.limit_keys
-                  : err == TSC_ERR_REQUEST ? &r->st.limit_request : &r->st.bad_request;
-    (*n)++;
-    run_relay_close(r, c, "%s", why);
+    uint64_t *n = e->code == TSC_ERR_KEY       ? &r->st.limit_key
+                  : e->code == TSC_ERR_KEYS    ? &r->st.limit_keys
+                  : e->code == TSC_ERR_VALUE   ? &r->st.limit_request /* values are bounded by the request */
+                  : e->code == TSC_ERR_REQUEST ? &r->st.limit_request
+                  : e->code == TSC_ERR_BAD     ? &r->st.bad_request
+                                               : NULL;
+    if (n)
+        (*n)++;
+    run_relay_close(r, c, "%s", e->why);
 }
 
-/* Decode and serve every whole request c has buffered. */
+/* Decode and serve the requests c has buffered; what is not taken yet stays at the front of c->in. */
 static void run_relay_decode(struct run_relay *r, struct run_relay_conn *c)
 {
-    size_t at = 0;
-    if (c->era == TSC_ERA_UNKNOWN && (c->era = run_tscodec_detect(c->in, c->inlen)) == TSC_ERA_UNKNOWN)
-        return;
-    while (!c->dead && c->inlen - at >= c->want && c->inlen > at) {
-        memmove(c->in, c->in + at, c->inlen - at);
-        c->inlen -= at;
-        at = 0;
-        if (!run_relay_may_decode(r, c))
+    struct tscodec_src src = {c->in, c->inlen, NULL, NULL};
+    size_t want;
+    while (!c->dead && src.n > 0) {
+        if (c->era == TS_ERA_UNKNOWN && tscodec_detect(&src, &c->era) != 0)
             break;
-        struct tsc_req q;
-        size_t used = 0, want = 0;
-        int err = 0;
-        char why[160] = "";
-        int rc = run_tscodec_parse(c->era, &r->cfg.lim, c->in, c->inlen, &q, &used, &want, &err, why, sizeof why);
-        if (rc < 0) {
-            run_relay_refuse(r, c, err, why);
+        if (!run_relay_may_decode(r, c, &src))
+            break;
+        struct tscodec_error e;
+        enum tscodec_result res = tscodec_step(&c->req, c->era, &r->cfg.lim, &src, &want, &e);
+        if (res == TSC_ERROR) {
+            run_relay_refuse(r, c, &e);
             return;
         }
-        if (rc == 0) {
-            c->want = want;
+        if (res == TSC_MORE)
             break;
-        }
-        c->want = 1;
-        run_relay_ops_dispatch(r, c, &q);
-        run_tscodec_free(&q);
-        at = used;
+        run_relay_ops_dispatch(r, c, &c->req);
+        tscodec_reset(&c->req);
     }
-    memmove(c->in, c->in + at, c->inlen - at);
-    c->inlen -= at;
+    /* Only when something was taken: a large value arriving chunk by chunk is not copied again each time. */
+    if (src.p != c->in)
+        memmove(c->in, src.p, src.n);
+    c->inlen = src.n;
 }
 
 /* Read what c has sent (within one chunk), then serve it. */
@@ -287,7 +288,7 @@ static void run_relay_read(struct run_relay *r, struct run_relay_conn *c)
         return;
     }
     c->inlen += (size_t)k;
-    if (c->inlen > r->cfg.lim.max_request + TSC_HANDSHAKE_LEN) {
+    if (c->inlen > r->cfg.lim.max_request + TS_HANDSHAKE_LEN) {
         r->st.limit_request++;
         run_relay_close(r, c, "more than %" PRIu64 " bytes buffered (--relay-max-request)", r->cfg.lim.max_request);
         return;
@@ -304,6 +305,7 @@ static void run_relay_reap(struct run_relay *r)
         if (c->dead) {
             close(c->fd);
             run_relay_ops_unpark(c);
+            tscodec_reset(&c->req);
             free(c->in);
             free(c->out.p);
             free(c);

@@ -18,18 +18,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The native key for a torch key (prefix + key), or NULL for a key holding a NUL byte. */
-static char *run_relay_ops_key(const struct run_relay *r, const struct tsc_str *s)
+/* The native key for a torch key of len bytes (prefix + key), or NULL for a key holding a NUL byte. */
+static char *run_relay_ops_key(const struct run_relay *r, const char *key, size_t len)
 {
-    if (memchr(s->p, 0, s->len))
+    if (memchr(key, 0, len))
         return NULL;
     size_t pl = strlen(r->prefix);
-    char *k = malloc(pl + s->len + 1);
+    char *k = malloc(pl + len + 1);
     if (!k)
         return NULL;
     memcpy(k, r->prefix, pl);
-    memcpy(k + pl, s->p, s->len);
-    k[pl + s->len] = '\0';
+    memcpy(k + pl, key, len);
+    k[pl + len] = '\0';
     return k;
 }
 
@@ -41,13 +41,13 @@ static void run_relay_ops_free_keys(char **keys, size_t n)
     free(keys);
 }
 
-/* Native keys for n torch keys taken every step strings apart from list; NULL (c closed) on failure. */
-static char **run_relay_ops_keys(struct run_relay *r, struct run_relay_conn *c, const struct tsc_str *list, size_t n,
-                                 size_t step)
+/* Native keys for n torch keys (lens: their lengths); NULL (c closed) on failure. */
+static char **run_relay_ops_keys(struct run_relay *r, struct run_relay_conn *c, char *const *list, const size_t *lens,
+                                 size_t n)
 {
     char **keys = calloc(n ? n : 1, sizeof *keys);
     for (size_t i = 0; keys && i < n; i++) {
-        if (!(keys[i] = run_relay_ops_key(r, &list[i * step]))) {
+        if (!(keys[i] = run_relay_ops_key(r, list[i], lens[i]))) {
             run_relay_ops_free_keys(keys, n);
             keys = NULL;
         }
@@ -60,9 +60,10 @@ static char **run_relay_ops_keys(struct run_relay *r, struct run_relay_conn *c, 
 }
 
 /* One native key for the request's first single field; NULL (c closed) on failure. */
-static char *run_relay_ops_key1(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q)
+static char *run_relay_ops_key1(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
-    char **keys = run_relay_ops_keys(r, c, &q->b[0], 1, 1);
+    char *key = (char *)q->b[0].p;
+    char **keys = run_relay_ops_keys(r, c, &key, &q->b[0].len, 1);
     if (!keys)
         return NULL;
     char *k = keys[0];
@@ -71,7 +72,7 @@ static char *run_relay_ops_key1(struct run_relay *r, struct run_relay_conn *c, c
 }
 
 /* SET: no reply. */
-static void run_relay_ops_set(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q, const char *k)
+static void run_relay_ops_set(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q, const char *k)
 {
     int rc = muster_set(r->up, k, q->b[1].p, q->b[1].len, 0);
     if (rc != MUSTER_OK)
@@ -79,14 +80,14 @@ static void run_relay_ops_set(struct run_relay *r, struct run_relay_conn *c, con
 }
 
 /* COMPARE_SET: the value the caller compares (TCPStore's rules, kept by musterd). */
-static void run_relay_ops_compare_set(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q,
+static void run_relay_ops_compare_set(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q,
                                       const char *k)
 {
     void *v = NULL;
     size_t vlen = 0;
     int rc = muster_compare_set(r->up, k, q->b[1].p, q->b[1].len, q->b[2].p, q->b[2].len, NULL, &v, &vlen, 0);
     if (rc == MUSTER_OK)
-        run_tscodec_put_blob(&c->out, v, vlen);
+        tscodec_put_blob(&c->sink, v, vlen);
     else
         run_relay_upstream_failed(r, c, "compare_set", rc);
     muster_free(v);
@@ -99,19 +100,19 @@ static void run_relay_ops_get(struct run_relay *r, struct run_relay_conn *c, con
     size_t vlen = 0;
     int rc = muster_get(r->up, k, 0, 0, &v, &vlen);
     if (rc == MUSTER_OK || rc == MUSTER_ENOTFOUND)
-        run_tscodec_put_blob(&c->out, rc == MUSTER_OK ? v : NULL, rc == MUSTER_OK ? vlen : 0);
+        tscodec_put_blob(&c->sink, rc == MUSTER_OK ? v : NULL, rc == MUSTER_OK ? vlen : 0);
     else
         run_relay_upstream_failed(r, c, "get", rc);
     muster_free(v);
 }
 
 /* ADD: the new count. */
-static void run_relay_ops_add(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q, const char *k)
+static void run_relay_ops_add(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q, const char *k)
 {
     int64_t v = 0;
     int rc = muster_add(r->up, k, q->i64, &v, 0);
     if (rc == MUSTER_OK)
-        run_tscodec_put_i64(&c->out, v);
+        tscodec_put_i64(&c->sink, v);
     else
         run_relay_upstream_failed(r, c, "add", rc);
 }
@@ -122,13 +123,13 @@ static void run_relay_ops_delete(struct run_relay *r, struct run_relay_conn *c, 
     int deleted = 0;
     int rc = muster_delete(r->up, k, &deleted, 0);
     if (rc == MUSTER_OK)
-        run_tscodec_put_i64(&c->out, deleted);
+        tscodec_put_i64(&c->sink, deleted);
     else
         run_relay_upstream_failed(r, c, "delete_key", rc);
 }
 
 /* APPEND: no reply. */
-static void run_relay_ops_append(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q, const char *k)
+static void run_relay_ops_append(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q, const char *k)
 {
     int rc = muster_append(r->up, k, q->b[1].p, q->b[1].len, NULL, 0);
     if (rc != MUSTER_OK)
@@ -136,7 +137,7 @@ static void run_relay_ops_append(struct run_relay *r, struct run_relay_conn *c, 
 }
 
 /* BARRIER: count the arrival; answer once the count reaches the world size, parked meanwhile. */
-static void run_relay_ops_barrier(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q, char *k)
+static void run_relay_ops_barrier(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q, char *k)
 {
     int64_t v = 0;
     int rc = muster_add(r->up, k, 1, &v, 0);
@@ -144,7 +145,7 @@ static void run_relay_ops_barrier(struct run_relay *r, struct run_relay_conn *c,
         run_relay_upstream_failed(r, c, "barrier", rc);
         free(k);
     } else if (v >= q->i64) {
-        run_tscodec_put_u8(&c->out, TSC_STOP_WAITING);
+        tscodec_put_u8(&c->sink, TS_STOP_WAITING);
         free(k);
     } else {
         c->pkeys = malloc(sizeof *c->pkeys);
@@ -162,27 +163,27 @@ static void run_relay_ops_barrier(struct run_relay *r, struct run_relay_conn *c,
 }
 
 /* Requests with one key: set, compare_set, get, add, delete_key, append, barrier. */
-static void run_relay_ops_single(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q)
+static void run_relay_ops_single(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
     char *k = run_relay_ops_key1(r, c, q);
     if (!k)
         return;
     switch (q->op) {
-    case TSC_SET: run_relay_ops_set(r, c, q, k); break;
-    case TSC_COMPARE_SET: run_relay_ops_compare_set(r, c, q, k); break;
-    case TSC_GET: run_relay_ops_get(r, c, k); break;
-    case TSC_ADD: run_relay_ops_add(r, c, q, k); break;
-    case TSC_DELETE_KEY: run_relay_ops_delete(r, c, k); break;
-    case TSC_APPEND: run_relay_ops_append(r, c, q, k); break;
-    case TSC_BARRIER: run_relay_ops_barrier(r, c, q, k); return; /* keeps k when parked */
+    case TS_SET: run_relay_ops_set(r, c, q, k); break;
+    case TS_COMPARE_SET: run_relay_ops_compare_set(r, c, q, k); break;
+    case TS_GET: run_relay_ops_get(r, c, k); break;
+    case TS_ADD: run_relay_ops_add(r, c, q, k); break;
+    case TS_DELETE_KEY: run_relay_ops_delete(r, c, k); break;
+    case TS_APPEND: run_relay_ops_append(r, c, q, k); break;
+    case TS_BARRIER: run_relay_ops_barrier(r, c, q, k); return; /* keeps k when parked */
     }
     free(k);
 }
 
 /* CHECK and WAIT: READY / STOP_WAITING when every key is present; a WAIT is parked otherwise. */
-static void run_relay_ops_check(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q)
+static void run_relay_ops_check(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
-    char **keys = run_relay_ops_keys(r, c, q->list, q->n, 1);
+    char **keys = run_relay_ops_keys(r, c, q->keys, q->klens, q->n);
     if (!keys)
         return;
     int present = 0;
@@ -190,11 +191,11 @@ static void run_relay_ops_check(struct run_relay *r, struct run_relay_conn *c, c
     if (q->n == 0)
         present = 1;
     if (rc != MUSTER_OK) {
-        run_relay_upstream_failed(r, c, run_tscodec_name(q->op), rc);
-    } else if (q->op == TSC_CHECK) {
-        run_tscodec_put_u8(&c->out, present ? TSC_READY : TSC_NOT_READY);
+        run_relay_upstream_failed(r, c, tscodec_name(q->op), rc);
+    } else if (q->op == TS_CHECK) {
+        tscodec_put_u8(&c->sink, present ? TS_READY : TS_NOT_READY);
     } else if (present) {
-        run_tscodec_put_u8(&c->out, TSC_STOP_WAITING);
+        tscodec_put_u8(&c->sink, TS_STOP_WAITING);
     } else {
         c->pkeys = keys;
         c->npkeys = q->n;
@@ -206,9 +207,9 @@ static void run_relay_ops_check(struct run_relay *r, struct run_relay_conn *c, c
 }
 
 /* MULTI_GET: every value back to back, empty for absent keys. */
-static void run_relay_ops_multi_get(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q)
+static void run_relay_ops_multi_get(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
-    char **keys = run_relay_ops_keys(r, c, q->list, q->n, 1);
+    char **keys = run_relay_ops_keys(r, c, q->keys, q->klens, q->n);
     if (!keys)
         return;
     for (size_t i = 0; i < q->n && !c->dead; i++)
@@ -217,17 +218,17 @@ static void run_relay_ops_multi_get(struct run_relay *r, struct run_relay_conn *
 }
 
 /* MULTI_SET: every pair at once; no reply. */
-static void run_relay_ops_multi_set(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q)
+static void run_relay_ops_multi_set(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
-    char **keys = run_relay_ops_keys(r, c, q->list, q->n, 2);
+    char **keys = run_relay_ops_keys(r, c, q->keys, q->klens, q->n);
     if (!keys)
         return;
     const void **vals = calloc(q->n ? q->n : 1, sizeof *vals);
     size_t *lens = calloc(q->n ? q->n : 1, sizeof *lens);
     int rc = vals && lens ? MUSTER_OK : MUSTER_ENOMEM;
     for (size_t i = 0; rc == MUSTER_OK && i < q->n; i++) {
-        vals[i] = q->list[2 * i + 1].p;
-        lens[i] = q->list[2 * i + 1].len;
+        vals[i] = q->vals[i];
+        lens[i] = q->vlens[i];
     }
     if (rc == MUSTER_OK && q->n)
         rc = muster_multi_set(r->up, (const char *const *)keys, vals, lens, q->n, 0);
@@ -239,9 +240,10 @@ static void run_relay_ops_multi_set(struct run_relay *r, struct run_relay_conn *
 }
 
 /* GETNUMKEYS and LIST_KEYS: the keys of this generation (under the prefix), listed page by page. */
-static void run_relay_ops_list(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q)
+static void run_relay_ops_list(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
-    struct tsc_out keys = {0};
+    struct tscodec_out keys = {0};
+    struct tscodec_sink ks = tscodec_out_sink(&keys);
     int64_t count = 0;
     char *after = NULL;
     size_t pl = strlen(r->prefix);
@@ -251,7 +253,7 @@ static void run_relay_ops_list(struct run_relay *r, struct run_relay_conn *c, co
         size_t n = 0;
         rc = muster_list(r->up, r->prefix, after, 1000, &page, &n, &more, 0);
         for (size_t i = 0; rc == MUSTER_OK && i < n; i++)
-            run_tscodec_put_blob(&keys, page[i] + pl, strlen(page[i]) - pl);
+            tscodec_put_blob(&ks, page[i] + pl, strlen(page[i]) - pl);
         count += rc == MUSTER_OK ? (int64_t)n : 0;
         free(after);
         after = rc == MUSTER_OK && n ? strdup(page[n - 1]) : NULL;
@@ -260,50 +262,46 @@ static void run_relay_ops_list(struct run_relay *r, struct run_relay_conn *c, co
     }
     free(after);
     if (rc != MUSTER_OK) {
-        run_relay_upstream_failed(r, c, run_tscodec_name(q->op), rc);
+        run_relay_upstream_failed(r, c, tscodec_name(q->op), rc);
     } else {
-        run_tscodec_put_i64(&c->out, count);
-        if (q->op == TSC_LIST_KEYS)
-            run_tscodec_put(&c->out, keys.p, keys.len);
+        tscodec_put_i64(&c->sink, count);
+        if (q->op == TS_LIST_KEYS)
+            tscodec_put(&c->sink, keys.p, keys.len);
     }
     free(keys.p);
 }
 
 /* Serve one decoded request of c (run_relay_ops.c); c may be parked or closed by it. */
-void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const struct tsc_req *q)
+void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
     r->st.requests++;
     switch (q->op) {
-    case TSC_VALIDATE:
-        if (q->u32 != TSC_MAGIC) {
+    case TS_VALIDATE:
+        if (q->u32 != TS_MAGIC) {
             r->st.bad_request++;
             run_relay_close(r, c, "bad VALIDATE magic 0x%08x", q->u32);
         }
         return;
-    case TSC_CHECK:
-    case TSC_WAIT: run_relay_ops_check(r, c, q); return;
-    case TSC_MULTI_GET: run_relay_ops_multi_get(r, c, q); return;
-    case TSC_MULTI_SET: run_relay_ops_multi_set(r, c, q); return;
-    case TSC_GETNUMKEYS:
-    case TSC_LIST_KEYS: run_relay_ops_list(r, c, q); return;
-    case TSC_CANCEL_WAIT:
+    case TS_CHECK:
+    case TS_WAIT: run_relay_ops_check(r, c, q); return;
+    case TS_MULTI_GET: run_relay_ops_multi_get(r, c, q); return;
+    case TS_MULTI_SET: run_relay_ops_multi_set(r, c, q); return;
+    case TS_GETNUMKEYS:
+    case TS_LIST_KEYS: run_relay_ops_list(r, c, q); return;
+    case TS_CANCEL_WAIT:
         if (c->park != RELAY_PARK_NONE) {
             r->st.canceled++;
             run_relay_ops_unpark(c);
         }
-        run_tscodec_put_u8(&c->out, TSC_WAIT_CANCELED);
+        tscodec_put_u8(&c->sink, TS_WAIT_CANCELED);
         return;
-    case TSC_PING: {
-        uint8_t b[4] = {(uint8_t)q->u32, (uint8_t)(q->u32 >> 8), (uint8_t)(q->u32 >> 16), (uint8_t)(q->u32 >> 24)};
-        run_tscodec_put(&c->out, b, sizeof b);
-        return;
-    }
-    case TSC_QUEUE_PUSH:
-    case TSC_QUEUE_POP:
-    case TSC_QUEUE_LEN:
-    case TSC_WATCH_KEY:
+    case TS_PING: tscodec_put_u32(&c->sink, q->u32); return;
+    case TS_QUEUE_PUSH:
+    case TS_QUEUE_POP:
+    case TS_QUEUE_LEN:
+    case TS_WATCH_KEY:
         r->st.unsupported++;
-        run_relay_close(r, c, "%s (type byte %u) is not supported by the relay", run_tscodec_name(q->op), q->code);
+        run_relay_close(r, c, "%s (type byte %u) is not supported by the relay", tscodec_name(q->op), q->code);
         return;
     default: run_relay_ops_single(r, c, q); return;
     }
@@ -361,6 +359,6 @@ void run_relay_ops_recheck(struct run_relay *r, struct run_relay_conn *c, const 
         run_relay_upstream_failed(r, c, c->park == RELAY_PARK_BARRIER ? "barrier" : "wait", rc);
     } else if (done) {
         run_relay_ops_unpark(c);
-        run_tscodec_put_u8(&c->out, TSC_STOP_WAITING);
+        tscodec_put_u8(&c->sink, TS_STOP_WAITING);
     }
 }
