@@ -4,7 +4,8 @@
  * --nproc-per-node workers with the environment of their rank, and watches
  * three things at once with poll(): the store connection (membership
  * events), a self-pipe fed by the signal handler (SIGCHLD, SIGINT, SIGTERM)
- * and, with --prefix-output, the workers' output pipes.
+ * and, with --prefix-output, the workers' output pipes.  Its options are
+ * parsed by run_opts.c.
  *
  * Restart policy: a failed worker or a lost member (the generation broke)
  * stops the local workers (SIGTERM, SIGKILL after --grace), re-joins and
@@ -48,30 +49,6 @@
 /* What one generation of local workers came to. */
 enum run_outcome { RUN_DONE, RUN_FAILED, RUN_LOST, RUN_GROW, RUN_SIGNAL };
 
-/* The parsed command line. */
-struct run_cfg {
-    const char *url;
-    int standalone;
-    uint32_t nnodes[2];        /* min, max */
-    uint32_t nproc;
-    uint32_t max_restarts;
-    const char *node_id;
-    uint32_t rdzv_timeout_ms;
-    uint32_t last_call_ms;
-    uint32_t grace_ms;
-    int prefix;
-    int help;
-    const char *rdzv_endpoint; /* torchrun's HOST[:PORT]: the store's address */
-    const char *rdzv_id;       /* torchrun's job id: the namespace */
-    const char *rdzv_backend;  /* accepted for torchrun's command lines; the store is musterd */
-    uint32_t relay_max_conns;
-    uint32_t relay_max_key;
-    uint32_t relay_max_keys;
-    uint32_t relay_max_request;
-    uint32_t relay_max_output;
-    char **argv;               /* PROG ARGS... */
-};
-
 /* Launcher state for one run. */
 struct run_ctx {
     struct run_cfg cfg;
@@ -114,185 +91,6 @@ static uint64_t run_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* ------------------------------------------------------------- options */
-
-enum run_optkind { RUN_OPT_FLAG, RUN_OPT_STR, RUN_OPT_UINT, RUN_OPT_BYTES, RUN_OPT_SECONDS, RUN_OPT_MS, RUN_OPT_NNODES };
-
-/* One row of the options table. */
-struct run_opt {
-    const char *name;
-    enum run_optkind kind;
-    size_t off;
-    const char *arg;
-    const char *help;
-};
-
-#define RUN_OFF(f) offsetof(struct run_cfg, f)
-
-static const struct run_opt run_opts[] = {
-    {"url", RUN_OPT_STR, RUN_OFF(url), "URL", "store URL (default: muster --url, $MUSTER_URL)"},
-    {"standalone", RUN_OPT_FLAG, RUN_OFF(standalone), NULL, "start a private musterd for a one-node job"},
-    {"nnodes", RUN_OPT_NNODES, RUN_OFF(nnodes), "MIN[:MAX]", "nodes in the job (default 1)"},
-    {"nproc-per-node", RUN_OPT_UINT, RUN_OFF(nproc), "N", "workers on this node (default 1)"},
-    {"max-restarts", RUN_OPT_UINT, RUN_OFF(max_restarts), "K", "re-form at most K times after failures (default 0)"},
-    {"node-id", RUN_OPT_STR, RUN_OFF(node_id), "ID", "this node's id; ranks follow id order (default HOST-PID)"},
-    {"rdzv-timeout", RUN_OPT_SECONDS, RUN_OFF(rdzv_timeout_ms), "S", "wait at most S seconds for a round (default 600)"},
-    {"last-call", RUN_OPT_MS, RUN_OFF(last_call_ms), "MS", "after MIN nodes, wait MS for more (default 1000)"},
-    {"grace", RUN_OPT_SECONDS, RUN_OFF(grace_ms), "S", "SIGTERM to SIGKILL delay when stopping workers (default 5)"},
-    {"prefix-output", RUN_OPT_FLAG, RUN_OFF(prefix), NULL, "prefix worker output lines with [rank]: "},
-    {"rdzv-endpoint", RUN_OPT_STR, RUN_OFF(rdzv_endpoint), "HOST[:PORT]", "the store's address (torchrun's name; as --url)"},
-    {"rdzv-id", RUN_OPT_STR, RUN_OFF(rdzv_id), "JOB", "the job: its namespace and TORCHELASTIC_RUN_ID"},
-    {"rdzv-backend", RUN_OPT_STR, RUN_OFF(rdzv_backend), "NAME", "accepted for torchrun's command lines; ignored"},
-    {"relay-max-conns", RUN_OPT_UINT, RUN_OFF(relay_max_conns), "N", "workers' store connections (default 4096)"},
-    {"relay-max-key", RUN_OPT_BYTES, RUN_OFF(relay_max_key), "BYTES", "key size in a torch request (default 8192)"},
-    {"relay-max-keys", RUN_OPT_UINT, RUN_OFF(relay_max_keys), "N", "keys in one torch request (default 131072)"},
-    {"relay-max-request", RUN_OPT_BYTES, RUN_OFF(relay_max_request), "BYTES", "one torch request (default 64 MiB)"},
-    {"relay-max-output", RUN_OPT_BYTES, RUN_OFF(relay_max_output), "BYTES", "replies a worker leaves unread (default 64 MiB)"},
-    {"help", RUN_OPT_FLAG, RUN_OFF(help), NULL, "show this help"},
-};
-
-#define RUN_NOPTS (sizeof run_opts / sizeof run_opts[0])
-
-/* Print the usage text built from the options table. */
-static void run_usage(FILE *f)
-{
-    fprintf(f, "usage: muster run [OPTIONS] PROG [ARGS...]\n"
-               "Start workers on this node and keep them in a rendezvous world.\n\n");
-    for (size_t i = 0; i < RUN_NOPTS; i++) {
-        char left[48];
-        snprintf(left, sizeof left, "--%s%s%s", run_opts[i].name, run_opts[i].arg ? " " : "",
-                 run_opts[i].arg ? run_opts[i].arg : "");
-        fprintf(f, "  %-26s %s\n", left, run_opts[i].help);
-    }
-}
-
-/* Parse a decimal number no larger than max; returns 0 or -1. */
-static int run_parse_u32(const char *s, uint32_t max, uint32_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || *s == '-' || v > max)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-/* Parse one option value into the configuration; returns 0 or -1. */
-static int run_parse_value(const struct run_opt *o, const char *v, struct run_cfg *cfg)
-{
-    char *field = (char *)cfg + o->off;
-    char *end;
-    double secs;
-    switch (o->kind) {
-    case RUN_OPT_FLAG:
-        *(int *)(void *)field = 1;
-        return 0;
-    case RUN_OPT_STR:
-        *(const char **)(void *)field = v;
-        return 0;
-    case RUN_OPT_UINT:
-        return run_parse_u32(v, 1000000, (uint32_t *)(void *)field);
-    case RUN_OPT_MS:
-        return run_parse_u32(v, 86400000, (uint32_t *)(void *)field);
-    case RUN_OPT_BYTES:
-        return run_parse_u32(v, UINT32_MAX, (uint32_t *)(void *)field);
-    case RUN_OPT_SECONDS:
-        secs = strtod(v, &end);
-        if (end == v || *end || !(secs >= 0 && secs <= 86400.0))
-            return -1;
-        *(uint32_t *)(void *)field = (uint32_t)(secs * 1000.0 + 0.5);
-        return 0;
-    case RUN_OPT_NNODES: {
-        uint32_t *nn = (uint32_t *)(void *)field;
-        char lo[24];
-        const char *colon = strchr(v, ':');
-        size_t ll = colon ? (size_t)(colon - v) : strlen(v);
-        if (ll >= sizeof lo)
-            return -1;
-        memcpy(lo, v, ll);
-        lo[ll] = '\0';
-        if (run_parse_u32(lo, 1000000, &nn[0]) < 0 || run_parse_u32(colon ? colon + 1 : lo, 1000000, &nn[1]) < 0)
-            return -1;
-        return (nn[0] >= 1 && nn[1] >= nn[0]) ? 0 : -1;
-    }
-    }
-    return -1;
-}
-
-/* Whether the option name matches the table's, reading '_' as '-' (torchrun spells --nproc_per_node). */
-static int run_opt_is(const char *table, const char *arg, size_t len)
-{
-    if (strlen(table) != len)
-        return 0;
-    for (size_t i = 0; i < len; i++)
-        if (table[i] != (arg[i] == '_' ? '-' : arg[i]))
-            return 0;
-    return 1;
-}
-
-/* Find the row for "--name" or "--name=value"; *val gets the inline value or NULL. */
-static const struct run_opt *run_find_opt(const char *arg, const char **val)
-{
-    const char *eq = strchr(arg, '=');
-    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-    *val = eq ? eq + 1 : NULL;
-    for (size_t i = 0; i < RUN_NOPTS; i++)
-        if (run_opt_is(run_opts[i].name, arg, len))
-            return &run_opts[i];
-    return NULL;
-}
-
-/* Parse the command line up to PROG; returns 0, or -1 after printing the problem. */
-static int run_parse(int argc, char **argv, struct run_cfg *cfg)
-{
-    int i = 0;
-    while (i < argc && strncmp(argv[i], "--", 2) == 0) {
-        if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        }
-        const char *val;
-        const struct run_opt *o = run_find_opt(argv[i] + 2, &val);
-        if (!o) {
-            fprintf(stderr, RUN_TAG "unknown option %s\n", argv[i]);
-            return -1;
-        }
-        if (o->kind != RUN_OPT_FLAG && !val) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, RUN_TAG "--%s needs a value\n", o->name);
-                return -1;
-            }
-            val = argv[++i];
-        }
-        if ((o->kind == RUN_OPT_FLAG && val) || run_parse_value(o, val, cfg) < 0) {
-            fprintf(stderr, RUN_TAG "bad value for --%s: %s\n", o->name, val ? val : "");
-            return -1;
-        }
-        i++;
-    }
-    cfg->argv = argv + i;
-    if (cfg->help)
-        return 0;
-    if (i >= argc) {
-        fprintf(stderr, RUN_TAG "no program to run\n");
-        return -1;
-    }
-    if ((cfg->standalone && (cfg->url || cfg->rdzv_endpoint)) || (cfg->url && cfg->rdzv_endpoint)) {
-        fprintf(stderr, RUN_TAG "--url, --rdzv-endpoint and --standalone exclude each other\n");
-        return -1;
-    }
-    if (cfg->standalone && cfg->nnodes[1] > 1) {
-        fprintf(stderr, RUN_TAG "--standalone is for a one-node job (--nnodes 1)\n");
-        return -1;
-    }
-    if (cfg->nproc < 1) {
-        fprintf(stderr, RUN_TAG "--nproc-per-node must be at least 1\n");
-        return -1;
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------- signals */
@@ -801,22 +599,13 @@ int run_main(int argc, char **argv, const char *url)
 {
     struct run_ctx c;
     memset(&c, 0, sizeof c);
-    c.cfg.nnodes[0] = c.cfg.nnodes[1] = 1;
-    c.cfg.nproc = 1;
-    c.cfg.rdzv_timeout_ms = 600000;
-    c.cfg.last_call_ms = 1000;
-    c.cfg.grace_ms = 5000;
-    c.cfg.relay_max_conns = 4096;
-    c.cfg.relay_max_key = 8192;
-    c.cfg.relay_max_keys = 131072;
-    c.cfg.relay_max_request = 64u << 20;
-    c.cfg.relay_max_output = 64u << 20;
-    if (run_parse(argc, argv, &c.cfg) < 0) {
-        run_usage(stderr);
+    run_opts_defaults(&c.cfg);
+    if (run_opts_parse(argc, argv, &c.cfg) < 0) {
+        run_opts_usage(stderr);
         return 2;
     }
     if (c.cfg.help) {
-        run_usage(stdout);
+        run_opts_usage(stdout);
         return 0;
     }
     if (c.cfg.node_id) {

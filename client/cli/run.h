@@ -1,16 +1,48 @@
-/* Internal interface of the `muster run` launcher: the verb, its worker set and its private store. */
+/* Internal interface of the `muster run` launcher: the verb, its options, its worker set and its private store. */
 #ifndef MUSTER_CLI_RUN_H
 #define MUSTER_CLI_RUN_H
 
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <muster/rdzv.h>
 
 /* Launcher messages all start with this, on stderr. */
 #define RUN_TAG "muster run: "
+
+/* The parsed command line (run_opts.c). */
+struct run_cfg {
+    const char *url;
+    int standalone;
+    uint32_t nnodes[2];        /* min, max */
+    uint32_t nproc;
+    uint32_t max_restarts;
+    const char *node_id;
+    uint32_t rdzv_timeout_ms;
+    uint32_t last_call_ms;
+    uint32_t grace_ms;
+    int prefix;
+    int help;
+    const char *rdzv_endpoint; /* torchrun's HOST[:PORT]: the store's address */
+    const char *rdzv_id;       /* torchrun's job id: the namespace */
+    const char *rdzv_backend;  /* accepted for torchrun's command lines; the store is musterd */
+    uint32_t relay_max_conns;
+    uint32_t relay_max_key;
+    uint32_t relay_max_keys;
+    uint32_t relay_max_request;
+    uint32_t relay_max_output;
+    char **argv;               /* PROG ARGS... */
+};
+
+/* Fill cfg with the defaults of every option. */
+void run_opts_defaults(struct run_cfg *cfg);
+/* Parse the command line up to PROG; returns 0, or -1 after printing the problem. */
+int run_opts_parse(int argc, char **argv, struct run_cfg *cfg);
+/* Print the usage text built from the options table. */
+void run_opts_usage(FILE *f);
 
 /* One local worker process and, with --prefix-output, its two output pipes. */
 struct run_worker {
