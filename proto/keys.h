@@ -42,6 +42,9 @@
 #define KEYS_NCCL_ID_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s" KEYS_NCCL_ID_MARK "%d"
 /* Counted up by each node of a `muster run` generation whose workers all succeeded. */
 #define KEYS_RUN_DONE_FMT "muster/run/%" PRIu64 "/done"
+/* Set (to the generation, in decimal) by each node of a `muster run` job whose
+ * workers all finished: a launcher that arrives later runs nothing. */
+#define KEYS_RUN_COMPLETED "muster/run/completed"
 /* The prefix under which `muster run`'s relay keeps a generation's torch keys. */
 #define KEYS_TORCH_PREFIX_FMT "torch/%" PRIu64 "/"
 /* Set by the Python torchrun backend's set_closed(). */

@@ -309,8 +309,37 @@ static int run_connect(struct run_ctx *c)
     return 0;
 }
 
-/* Join the next round; returns 0 or an exit status. */
-static int run_join(struct run_ctx *c)
+/* run_join's answer when the job already completed under this name: exit 0, running nothing. */
+#define RUN_COMPLETED_BEFORE (-1)
+
+/* Whether the job already ran to completion under this name.  A launcher
+ * that arrives then (a node back after the end, or a re-run under a used
+ * name) runs nothing and says so, as torchrun's closed rendezvous does;
+ * without this it would form a new generation of its own. */
+static int run_completed_before(struct run_ctx *c)
+{
+    void *v = NULL;
+    size_t n = 0;
+    if (muster_get(c->m, KEYS_RUN_COMPLETED, 0, 0, &v, &n) != MUSTER_OK)
+        return 0;
+    fprintf(stderr,
+            RUN_TAG "this job already completed (generation %.*s); nothing to run: give a new --rdzv-id, "
+                    "or delete the key %s to run it again under this name\n",
+            (int)n, (const char *)v, KEYS_RUN_COMPLETED);
+    muster_free(v);
+    return 1;
+}
+
+/* Record that the job completed (every node's workers finished); a failure only costs the late-comer check. */
+static void run_mark_completed(struct run_ctx *c)
+{
+    char gen[24];
+    int n = snprintf(gen, sizeof gen, "%" PRIu64, c->a->generation);
+    muster_set(c->m, KEYS_RUN_COMPLETED, gen, (size_t)n, 0);
+}
+
+/* Join the next round (first: the launcher's first); 0, RUN_COMPLETED_BEFORE or an exit status. */
+static int run_join(struct run_ctx *c, int first)
 {
     /* No worker runs while joining: a signal ends the launcher at once, also during a reconnect
      * to a store that is gone (which may otherwise take --rdzv-timeout). */
@@ -319,6 +348,8 @@ static int run_join(struct run_ctx *c)
     run_joining = 0;
     if (rc)
         return rc;
+    if (first && run_completed_before(c))
+        return RUN_COMPLETED_BEFORE;
     muster_rdzv_opts o = {
         .node_id = c->node_id,
         .local_world_size = c->cfg.nproc,
@@ -562,8 +593,10 @@ static int run_restart(struct run_ctx *c, int rfd, enum run_outcome out)
 /* Join, run and re-form generations until the job ends; returns the exit status. */
 static int run_loop(struct run_ctx *c, int rfd)
 {
-    for (;;) {
-        int rc = run_join(c);
+    for (int first = 1;; first = 0) {
+        int rc = run_join(c, first);
+        if (rc == RUN_COMPLETED_BEFORE)
+            return 0;
         if (rc)
             return rc;
         if (run_start_workers(c) < 0)
@@ -572,6 +605,7 @@ static int run_loop(struct run_ctx *c, int rfd)
         if (out == RUN_DONE)
             out = run_finish(c, rfd);
         if (out == RUN_DONE) {
+            run_mark_completed(c);
             run_leave(c, 1);
             run_proc_free(&c->ws);
             run_relay_stop(&c->relay);

@@ -441,6 +441,40 @@ static void t_two_finish(void *arg)
     CHECK(strstr(slurp(d.log, buf, sizeof buf), "completed: every node finished") != NULL);
 }
 
+/* A launcher arriving after the job completed runs nothing and exits 0, saying so; once the completion
+ * key is deleted, the same name runs again. */
+static void t_completed_before(void *arg)
+{
+    (void)arg;
+    int before = h_failures();
+    struct h_daemon d;
+    struct launcher la, lb, lc;
+    char url[128], buf[4096];
+    fresh_out("again");
+    if (h_start(&d, NULL) < 0)
+        return;
+    h_url(&d, "again", NULL, url, sizeof url);
+    const char *w = script("again.sh", "\"$MUSTER\" add runs 1 >/dev/null || exit 9\n");
+    const char *a[] = {"--url", url, "--nnodes", "1:2", "--nproc-per-node", "1", w, NULL};
+    launch(&la, "again-a", a);
+    CHECK_EQ(finish(&la, 20000), 0);
+    launch(&lb, "again-b", a);
+    CHECK_EQ(finish(&lb, 20000), 0);
+    CHECK(strstr(slurp(lb.err, buf, sizeof buf), "already completed (generation 1)") != NULL);
+    muster_t *m = hc_connect(&d, "again", NULL);
+    HC_EXPECT(m, "runs", "1"); /* the late launcher started no worker */
+    int deleted = 0;
+    CHECK_EQ(m ? muster_delete(m, "muster/run/completed", &deleted, 0) : -1, MUSTER_OK);
+    launch(&lc, "again-c", a);
+    CHECK_EQ(finish(&lc, 20000), 0);
+    HC_EXPECT(m, "runs", "2");
+    muster_close(m);
+    show(&la, before);
+    show(&lb, before);
+    show(&lc, before);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 static const char grow_worker[] =
     "\"$MUSTER\" set \"grow/$MUSTER_GENERATION/$RANK\" \"$WORLD_SIZE $MUSTER_RESTART_COUNT\" || exit 9\n"
     "if [ \"$WORLD_SIZE\" = 2 ]; then exec sleep 60; fi\n";
@@ -575,6 +609,7 @@ int main(void)
     H_RUN(t_wrapped_worker_launcher_killed, NULL);
     H_RUN(t_two_launchers, NULL);
     H_RUN(t_two_finish, NULL);
+    H_RUN(t_completed_before, NULL);
     H_RUN(t_scale_up, NULL);
     H_RUN(t_timeout_and_usage, NULL);
     H_RUN(t_token_not_shown, NULL);
