@@ -34,6 +34,7 @@
 
 #include "frame.h"
 #include "muster.pb-c.h"
+#include "record.h"
 #include "record.pb-c.h"
 
 /* The kind byte's flag for a muster.Record body (clear: the first format's wire Request). */
@@ -64,6 +65,24 @@ int prec_put(struct evbuffer *out, enum prec_kind kind, const char *ns, size_t n
     frame_put_len(p + 4, (uint32_t)crc32(0L, p + PREC_HDR, (uInt)body));
     v.iov_len = PREC_HDR + body;
     return evbuffer_commit_space(out, &v, 1);
+}
+
+/* Append r as one framed record (id: the log's number for it, 0 in a snapshot); 0, or -1. */
+int prec_put_record(struct evbuffer *out, uint64_t id, const struct record *r)
+{
+    /* The kind byte's numbers are record.h's. */
+    enum prec_kind kind = r->kind == RECORD_SET ? PREC_SET : r->kind == RECORD_DEL ? PREC_DEL : PREC_GEN;
+    return prec_put(out, kind, r->ns, strlen(r->ns), id, r->key, r->klen, r->val, r->vlen, r->gen);
+}
+
+/* View p as a record (pointing into p); whether p is a set, delete or generation record. */
+int prec_record(const struct prec *p, struct record *r)
+{
+    if (p->kind != PREC_SET && p->kind != PREC_DEL && p->kind != PREC_GEN)
+        return 0;
+    *r = (struct record){.kind = p->kind == PREC_SET ? RECORD_SET : p->kind == PREC_DEL ? RECORD_DEL : RECORD_GEN,
+                         .ns = p->ns, .key = p->key, .klen = p->klen, .val = p->val, .vlen = p->vlen, .gen = p->gen};
+    return 1;
 }
 
 /* Fill r from a first-format body (a wire Request); whether its op matches its kind. */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 struct evbuffer;
+struct record;
 
 /* What a record says: set (key, value), delete (key), generation (gen); a snapshot's first record
  * (begin: id = the first segment it does not cover) and last (end: id = the records between). */
@@ -39,6 +40,12 @@ enum prec_read { PREC_OK, PREC_EOF, PREC_BAD, PREC_CORRUPT };
 /* Append one framed record to out; 0, or -1 when memory ran out. */
 int prec_put(struct evbuffer *out, enum prec_kind kind, const char *ns, size_t nslen, uint64_t id, const char *key,
              size_t klen, const uint8_t *val, size_t vlen, uint64_t gen);
+/* Append r as one framed record (id: the log's number for it, 0 in a snapshot); 0, or -1 when memory ran
+ * out or r is out of bounds. */
+int prec_put_record(struct evbuffer *out, uint64_t id, const struct record *r);
+/* View p as a record (pointing into p, valid until prec_free); whether p is one (set, delete, generation),
+ * not a snapshot's framing. */
+int prec_record(const struct prec *p, struct record *r);
 /* Read the record at *at of the n bytes at p into *r, moving *at past it when OK. */
 enum prec_read prec_next(const uint8_t *p, size_t n, size_t *at, struct prec *r);
 /* Whether a bad record at offset at of the n bytes at p is a torn tail (see precord.c). */

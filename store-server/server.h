@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "options.h"
+#include "records.h"
 #include "stats.h"
 
 struct event_base;
@@ -48,6 +49,7 @@ struct server {
     struct tls *tls;         /* the TLS listeners (tls.c), NULL when none */
     struct tcpstore *tcpstore; /* the TCPStore listener (tcpstore.c), NULL when off */
     struct ha *ha;             /* high availability (ha.c), NULL when off */
+    struct records records;    /* the live state as records, and their sink (records.c) */
 };
 
 /* Parse options and set up logging, the loop and tokens; -1 to go on, else an exit status. */
