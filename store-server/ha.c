@@ -311,7 +311,24 @@ static void ha_self(struct server *srv, char *out, size_t n)
     snprintf(out, n, "%s", name);
 }
 
-/* Parse --ha and start campaigning (after the listeners are bound); 0 or an exit status. */
+/* The replica's take: hand a record to the etcd log: 1 taken (the leader), 0 not replicated here, -1 out of
+ * memory.  lsn is persist.c's number for it, reported back through persist_replicated. */
+static int ha_take(void *arg, uint64_t lsn, const struct record *r)
+{
+    struct ha *ha = arg;
+    if (ha->state != HA_LEADER)
+        return 0;
+    return ha_log_record(ha->log, lsn, r);
+}
+
+/* The replica's pending: whether the leader has records etcd has not confirmed yet. */
+static int ha_pending(void *arg)
+{
+    struct ha *ha = arg;
+    return ha_log_pending(ha->log);
+}
+
+/* Parse --ha, register the etcd log as the data log's replica and start campaigning; 0 or an exit status. */
 int ha_open(struct server *srv)
 {
     const struct options *o = &srv->opt;
@@ -336,6 +353,7 @@ int ha_open(struct server *srv)
                                   &hooks)))
         return EX_OSERR;
     ha_self(srv, ha->self, sizeof ha->self);
+    persist_replica(srv, &(struct persist_replica){ha_take, ha_pending, ha});
     log_msg(LOG_INFO, "ha: campaigning for %s as %s through %s", ha->key, ha->self, eps);
     ha->state = HA_GRANTING;
     ha_after(ha, 0);
@@ -348,6 +366,7 @@ void ha_close(struct server *srv)
     struct ha *ha = srv->ha;
     if (!ha)
         return;
+    persist_replica(srv, NULL);
     ha_unwatch(ha);
     ha_log_free(ha->log);
     if (ha->timer)
@@ -363,28 +382,6 @@ int ha_serving(const struct server *srv)
 {
     const struct ha *ha = srv->ha;
     return !ha || (ha->state == HA_LEADER && ha->caught_up && ha_ms() - ha->renewed_ms <= ha_fresh_ms(ha));
-}
-
-/* Whether --ha was given (before ha_open: the data directory code asks). */
-int ha_configured(const struct server *srv)
-{
-    return srv->opt.ha && *srv->opt.ha;
-}
-
-/* Hand a record to the etcd log: 1 taken (the leader), 0 not replicated here, -1 out of memory. */
-int ha_record(struct server *srv, uint64_t lsn, int kind, const char *ns, const char *key, size_t klen,
-              const uint8_t *val, size_t vlen, uint64_t gen)
-{
-    struct ha *ha = srv->ha;
-    if (!ha || ha->state != HA_LEADER)
-        return 0;
-    return ha_log_record(ha->log, lsn, kind, ns, key, klen, val, vlen, gen);
-}
-
-/* Whether the leader has records etcd has not confirmed yet. */
-int ha_pending(const struct server *srv)
-{
-    return srv->ha && ha_log_pending(srv->ha->log);
 }
 
 /* The leader's HOST:PORT as last seen in etcd ("" when unknown). */

@@ -328,8 +328,7 @@ static void ha_log_flush_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Take one record for etcd: 1 taken, 0 not leading, -1 no memory. */
-int ha_log_record(struct ha_log *l, uint64_t lsn, int kind, const char *ns, const char *key, size_t klen,
-                  const uint8_t *val, size_t vlen, uint64_t gen)
+int ha_log_record(struct ha_log *l, uint64_t lsn, const struct record *r)
 {
     if (!l || !l->lease)
         return 0;
@@ -342,7 +341,7 @@ int ha_log_record(struct ha_log *l, uint64_t lsn, int kind, const char *ns, cons
         l->cap = cap;
     }
     size_t before = evbuffer_get_length(l->pending);
-    if (prec_put(l->pending, (enum prec_kind)kind, ns, strlen(ns), lsn, key, klen, val, vlen, gen) != 0)
+    if (prec_put_record(l->pending, lsn, r) != 0)
         return -1;
     l->recs[l->nrecs++] = (struct ha_log_rec){.lsn = lsn, .bytes = evbuffer_get_length(l->pending) - before};
     /* Later in this loop turn, so everything this turn produces goes in one batch. */

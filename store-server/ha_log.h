@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 struct server;
+struct record;
 struct ha_etcd;
 struct ha_log;
 
@@ -33,8 +34,7 @@ void ha_log_follow(struct ha_log *l);
  * confirmed (their writes must never be acknowledged). */
 size_t ha_log_stop(struct ha_log *l);
 /* Take one record for etcd (lsn: persist.c's number for it): 1 taken, 0 not leading, -1 no memory. */
-int ha_log_record(struct ha_log *l, uint64_t lsn, int kind, const char *ns, const char *key, size_t klen,
-                  const uint8_t *val, size_t vlen, uint64_t gen);
+int ha_log_record(struct ha_log *l, uint64_t lsn, const struct record *r);
 /* Whether records handed to ha_log_record are still waiting for etcd. */
 int ha_log_pending(const struct ha_log *l);
 /* The last etcd revision whose log records are applied here. */

@@ -26,8 +26,8 @@
 #include "barrier.h"
 #include "conn.h"
 #include "log.h"
-#include "persist.h"
 #include "rdzv.h"
+#include "records.h"
 #include "server.h"
 #include "source.h"
 #include "waiters.h"
@@ -123,11 +123,14 @@ int ns_configured(struct server *srv, const char *name)
     return t != NULL;
 }
 
-/* The keyspace change hook: wake the key's waiters, then tell watchers. */
+/* The keyspace change hook: emit the change as a record (logged before anyone is told), wake the key's
+ * waiters, then tell watchers. */
 static void ns_on_change(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
 {
     struct ns *ns = arg;
-    persist_key(ns, what == KS_DELETE, key, klen, e ? ks_val(e) : NULL, e ? e->vlen : 0);
+    struct record r = {.kind = what == KS_DELETE ? RECORD_DEL : RECORD_SET, .ns = ns->name, .key = key,
+                       .klen = klen, .val = e ? ks_val(e) : NULL, .vlen = e ? e->vlen : 0};
+    records_emit(ns->srv, &r);
     rdzv_note_key(ns, key, klen);
     watch_notify(ns, what, key, klen, e);
     if (what == KS_SET)

@@ -19,10 +19,13 @@
  * the segments it does not cover; a new segment is started after it.  Compaction (compact.c) folds
  * closed segments into a new snapshot on its own thread.
  *
- * With --ha (ha.c) the leader also hands every record to the etcd log, and
- * a record counts as durable only once both the disk (when there is a data
- * directory) and etcd have it; --ha without --data-dir runs this file in
- * memory-only mode (no directory, no threads) just for the held replies.
+ * The records come from the live state through records.c's sink, which
+ * this file is: the state emits each record at the change itself.  With
+ * --ha, ha.c registers the etcd log as the replica: every record made here
+ * is offered to it as well, and a record counts as durable only once both
+ * the disk (when there is a data directory) and etcd have it; --ha without
+ * --data-dir runs this file in memory-only mode (no directory, no threads)
+ * just for the held replies.
  */
 #include "persist.h"
 
@@ -45,11 +48,10 @@
 #include <utlist.h>
 
 #include "compact.h"
-#include "ha.h"
 #include "log.h"
 #include "manifest.h"
-#include "ns.h"
 #include "precord.h"
+#include "records.h"
 #include "recover.h"
 #include "server.h"
 
@@ -61,8 +63,8 @@ struct persist {
     enum persist_policy policy;
     uint64_t compact_bytes;
     int lock_fd, efd;
-    int replaying, ready, failed;
-    int from_ha; /* applying records the etcd log delivered: log them to disk, not back to etcd */
+    int ready, failed;
+    struct persist_replica replica; /* --ha's etcd log, or zeroed */
     /* Loop side.  durable_lsn is the lower of the disk's and etcd's marks. */
     struct evbuffer *staging;
     uint64_t last_lsn, durable_lsn, disk_lsn, ha_lsn;
@@ -268,12 +270,18 @@ static void persist_advance(struct persist *p)
     }
 }
 
+/* Whether the replica has records it took and has not confirmed yet. */
+static int persist_replica_pending(const struct persist *p)
+{
+    return p->replica.pending && p->replica.pending(p->replica.arg);
+}
+
 /* etcd confirmed every record up to lsn (the leader's log append). */
 void persist_replicated(struct server *srv, uint64_t lsn)
 {
     struct persist *p = srv->persist;
     /* Records etcd was not asked for that came after lsn are covered once nothing waits for etcd. */
-    if (p && !ha_pending(srv))
+    if (p && !persist_replica_pending(p))
         lsn = p->last_lsn;
     if (p && lsn > p->ha_lsn) {
         p->ha_lsn = lsn;
@@ -370,26 +378,26 @@ static void persist_kick_cb(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Append one record to the staging buffer and make sure the writer gets it this turn. */
-static void persist_append(struct persist *p, enum prec_kind kind, const char *ns, const char *key, size_t klen,
-                           const uint8_t *val, size_t vlen, uint64_t gen)
+/* Append one record to the staging buffer (and offer it to the replica unless it came from there) and make
+ * sure the writer gets it this turn. */
+static void persist_append(struct persist *p, const struct record *r, int from_replica)
 {
     uint64_t lsn = p->last_lsn + 1;
     /* Without the record the change cannot be made durable: stop acknowledging anything. */
-    if (p->dir && prec_put(p->staging, kind, ns, strlen(ns), lsn, key, klen, val, vlen, gen) != 0) {
-        persist_fail(p, ns, "out of memory");
+    if (p->dir && prec_put_record(p->staging, lsn, r) != 0) {
+        persist_fail(p, r->ns, "out of memory");
         return;
     }
-    int sent = p->from_ha ? 0 : ha_record(p->srv, lsn, kind, ns, key, klen, val, vlen, gen);
+    int sent = from_replica || !p->replica.take ? 0 : p->replica.take(p->replica.arg, lsn, r);
     if (sent < 0) {
-        persist_fail(p, ns, "out of memory replicating");
+        persist_fail(p, r->ns, "out of memory replicating");
         return;
     }
     p->last_lsn = lsn;
     /* A record etcd is not asked for (no leader here, or it came from etcd) waits for the disk only:
      * nothing earlier is waiting for etcd then, as a leader that loses etcd with changes unconfirmed
      * drains. */
-    if (!sent && !ha_pending(p->srv))
+    if (!sent && !persist_replica_pending(p))
         p->ha_lsn = lsn;
     if (!p->dir) {
         p->disk_lsn = lsn;
@@ -403,22 +411,19 @@ static void persist_append(struct persist *p, enum prec_kind kind, const char *n
     }
 }
 
-/* Log a keyspace change of ns (deleted, or key now holds val). */
-void persist_key(struct ns *ns, int deleted, const char *key, size_t klen, const uint8_t *val, size_t vlen)
+/* The records sink: log a change of the live state; a replicated one goes to disk but not back to etcd, a
+ * replayed one is in the data directory already. */
+static void persist_take(void *arg, const struct record *r, enum record_origin from)
 {
-    struct persist *p = ns->srv->persist;
-    if (!p || p->replaying)
-        return;
-    persist_append(p, deleted ? PREC_DEL : PREC_SET, ns->name, key, klen, val, vlen, 0);
+    if (from != RECORD_REPLAY)
+        persist_append(arg, r, from == RECORD_REPLICA);
 }
 
-/* Log that ns's generation counter reached gen. */
-void persist_generation(struct ns *ns, uint64_t gen)
+/* Offer every record logged from now on to rep as well (NULL: to none). */
+void persist_replica(struct server *srv, const struct persist_replica *rep)
 {
-    struct persist *p = ns->srv->persist;
-    if (!p || p->replaying)
-        return;
-    persist_append(p, PREC_GEN, ns->name, NULL, 0, NULL, 0, gen);
+    if (srv->persist)
+        srv->persist->replica = rep ? *rep : (struct persist_replica){0};
 }
 
 /* Where a connection's next frame goes: bev's output, or h's held buffer while not yet durable. */
@@ -469,15 +474,10 @@ int persist_ready(const struct server *srv)
  * logged there too, but never sent back to etcd.  Whether it was refused. */
 int persist_apply_replicated(struct server *srv, const struct prec *r)
 {
-    struct persist *p = srv->persist;
-    if (r->kind != PREC_SET && r->kind != PREC_DEL && r->kind != PREC_GEN)
+    struct record rec;
+    if (!prec_record(r, &rec))
         return 0;
-    if (p)
-        p->from_ha = 1;
-    int refused = recover_apply_one(srv, r);
-    if (p)
-        p->from_ha = 0;
-    return refused;
+    return records_apply(records_live(srv), &rec, RECORD_REPLICA) != 0;
 }
 
 /* Create (if needed) and lock the data directory; 0 or an exit status. */
@@ -556,7 +556,8 @@ int persist_open(struct server *srv)
 {
     const struct options *o = &srv->opt;
     int memory_only = !o->data_dir || !*o->data_dir;
-    if (memory_only && !ha_configured(srv))
+    /* --ha holds replies until etcd has their records (its log registers as the replica in ha_open). */
+    if (memory_only && (!o->ha || !*o->ha))
         return 0;
     struct persist *p = calloc(1, sizeof *p);
     if (!p || (!memory_only && !(p->dir = strdup(o->data_dir)))) {
@@ -569,7 +570,10 @@ int persist_open(struct server *srv)
     if (memory_only) {
         /* Only the held replies are needed: they wait for etcd (ha.c). */
         p->ready = 1;
-        return (p->staging = evbuffer_new()) ? 0 : EX_OSERR;
+        if (!(p->staging = evbuffer_new()))
+            return EX_OSERR;
+        records_sink(srv, &(struct record_sink){persist_take, p});
+        return 0;
     }
     p->policy = strcmp(o->fsync, "always") == 0 ? FSYNC_ALWAYS : strcmp(o->fsync, "never") == 0 ? FSYNC_NEVER
                                                                                               : FSYNC_EVERYSEC;
@@ -578,14 +582,14 @@ int persist_open(struct server *srv)
         return EX_OSERR;
     struct recover_span span;
     int rc = persist_lock_dir(p);
-    if (!rc) {
-        p->replaying = 1;
+    if (!rc)
         rc = recover_dir(srv, p->dir, o->repair_log, &span);
-        p->replaying = 0;
-    }
     if (!rc)
         rc = persist_start_threads(p, &span);
     p->ready = rc == 0;
+    /* Changes are logged from here on; the replayed ones are in the directory already. */
+    if (!rc)
+        records_sink(srv, &(struct record_sink){persist_take, p});
     return rc;
 }
 
@@ -595,6 +599,7 @@ void persist_close(struct server *srv)
     struct persist *p = srv->persist;
     if (!p)
         return;
+    records_sink(srv, NULL);
     if (p->writer_started) {
         pthread_mutex_lock(&p->mu);
         evbuffer_add_buffer(p->queue, p->staging);

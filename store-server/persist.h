@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 struct server;
-struct ns;
+struct record;
 struct evbuffer;
 struct bufferevent;
 
@@ -22,17 +22,27 @@ struct persist_hold {
     struct persist_hold *prev, *next; /* the server's holders; prev set exactly while listed */
 };
 
-/* Lock the data directory, recover its state into the server and start the writer; 0 or an exit status.
- * Without --data-dir: a no-op, or with --ha a memory-only log that only holds replies for etcd. */
+/* A replica of the log (--ha: the etcd log, ha.c): offered each record made here with its log number; it
+ * confirms them through persist_replicated, and replies wait for that too. */
+struct persist_replica {
+    /* Take record r numbered lsn: 1 taken (to be confirmed), 0 not replicated from here now, -1 out of
+     * memory. */
+    int (*take)(void *arg, uint64_t lsn, const struct record *r);
+    /* Whether records it took are still unconfirmed. */
+    int (*pending)(void *arg);
+    void *arg;
+};
+
+/* Lock the data directory, recover its state into the server and start the writer, taking the live
+ * state's records from then on (records_sink); 0 or an exit status.  Without --data-dir: a no-op, or with
+ * --ha a memory-only log that only holds replies for etcd. */
 int persist_open(struct server *srv);
 /* Write out every record still queued, stop the helper threads and free; safe when never opened. */
 void persist_close(struct server *srv);
 /* Whether state has been recovered (always true without --data-dir). */
 int persist_ready(const struct server *srv);
-/* Log a keyspace change of ns (deleted, or key now holds val). */
-void persist_key(struct ns *ns, int deleted, const char *key, size_t klen, const uint8_t *val, size_t vlen);
-/* Log that ns's generation counter reached gen. */
-void persist_generation(struct ns *ns, uint64_t gen);
+/* Offer every record logged from now on to rep as well (NULL: to none).  A no-op without a log. */
+void persist_replica(struct server *srv, const struct persist_replica *rep);
 /* etcd confirmed every record up to lsn (--ha: the leader's log append); replies waiting for them go. */
 void persist_replicated(struct server *srv, uint64_t lsn);
 /* --ha lost leadership with records etcd will not confirm: frames waiting for them are never sent, every

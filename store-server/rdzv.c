@@ -33,7 +33,7 @@
 #include "keys.h"
 #include "log.h"
 #include "ns.h"
-#include "persist.h"
+#include "records.h"
 #include "server.h"
 
 struct rdzv;
@@ -261,7 +261,7 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *joiners)
     rz->running = 1;
     rz->completed = 0;
     /* Logged before anyone is told the number, so a restart never hands it out again. */
-    persist_generation(rz->ns, rz->generation);
+    records_emit(rz->ns->srv, &(struct record){.kind = RECORD_GEN, .ns = rz->ns->name, .gen = rz->generation});
     free(rz->members.v);
     rz->members = *joiners;
     for (size_t i = 0; i < joiners->n; i++) {

@@ -35,12 +35,10 @@
 #include <unistd.h>
 
 #include "compact.h"
-#include "keyspace.h"
 #include "log.h"
 #include "manifest.h"
-#include "ns.h"
 #include "precord.h"
-#include "rdzv.h"
+#include "records.h"
 #include "server.h"
 
 /* What replay tracks: the server, the snapshot check while reading it, and totals. */
@@ -66,17 +64,8 @@ static uint64_t recover_ms(void)
 /* Apply one data record (set, delete, generation) to srv; whether it was refused (its namespace or a limit). */
 int recover_apply_one(struct server *srv, const struct prec *r)
 {
-    int st = MUSTER__STATUS__OK;
-    struct ns *ns = ns_get(srv, r->ns[0] ? r->ns : "default", &st);
-    if (!ns)
-        return 1;
-    if (r->kind == PREC_SET)
-        st = ks_set(&ns->ks, r->key, r->klen, (uint8_t *)r->val, r->vlen, 0);
-    else if (r->kind == PREC_DEL)
-        ks_delete(&ns->ks, r->key, r->klen);
-    else
-        rdzv_restore_generation(ns, r->gen);
-    return st != MUSTER__STATUS__OK;
+    struct record rec;
+    return prec_record(r, &rec) && records_apply(records_live(srv), &rec, RECORD_REPLAY) != 0;
 }
 
 /* Apply one recovered record to the live server (prec_read_file callback). */

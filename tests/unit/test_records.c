@@ -2,7 +2,7 @@
  * Unit tests of the record interface (store-server/records.c), with state
  * made in-process and no daemon: records applied to the live namespaces
  * and dumped back, the same through a private image (what compaction
- * rebuilds), refusals, and the byte
+ * rebuilds), the origin the sink is told, clearing, refusals, and the byte
  * codec's view of a record (store-server/precord.c).
  */
 #include <event2/buffer.h>
@@ -22,6 +22,7 @@
 struct t_list {
     char **v;
     size_t n, cap;
+    enum record_origin from[64]; /* the sink's origins, in order */
 };
 
 /* Append bytes as hex to buf at *at. */
@@ -50,6 +51,15 @@ static int t_collect(void *arg, const struct record *r)
 {
     t_add(arg, r);
     return 0;
+}
+
+/* The sink: collect one record and where it came from. */
+static void t_sink(void *arg, const struct record *r, enum record_origin from)
+{
+    struct t_list *l = arg;
+    if (l->n < 64)
+        l->from[l->n] = from;
+    t_add(l, r);
 }
 
 /* Order two canonical forms, for qsort. */
@@ -194,6 +204,80 @@ static void t_round_trip(void *unused)
     t_server_free(srv2);
 }
 
+/* record_fn: stop the walk at once. */
+static int t_stop(void *arg, const struct record *r)
+{
+    (void)r;
+    ++*(int *)arg;
+    return 42;
+}
+
+/* The sink hears every change of the live keyspaces at the change, marked with its origin; an image has no
+ * sink; a walk stops at fn's first non-zero. */
+static void t_sink_origin(void *unused)
+{
+    (void)unused;
+    struct server *srv = t_server();
+    struct records *live = records_live(srv);
+    struct t_list heard = {0};
+    records_sink(srv, &(struct record_sink){t_sink, &heard});
+    /* A change made here (a request's ks_set): LOCAL. */
+    int st = 0;
+    struct ns *ns = ns_get(srv, "job", &st);
+    CHECK(ns != NULL);
+    CHECK_EQ(ks_set(&ns->ks, "k", 1, (uint8_t *)"v", 1, 0), 0);
+    CHECK_EQ(heard.n, 1);
+    CHECK_EQ(heard.from[0], RECORD_LOCAL);
+    /* Replicated and replayed changes: the same record, marked so. */
+    struct record set = t_rec(RECORD_SET, "job", "r\0k", 3, "rv", 2, 0);
+    struct record del = t_rec(RECORD_DEL, "job", "k", 1, NULL, 0, 0);
+    CHECK_EQ(records_apply(live, &set, RECORD_REPLICA), 0);
+    CHECK_EQ(records_apply(live, &del, RECORD_REPLAY), 0);
+    CHECK_EQ(heard.n, 3);
+    CHECK_EQ(heard.from[1], RECORD_REPLICA);
+    CHECK_EQ(heard.from[2], RECORD_REPLAY);
+    struct t_list want = {0};
+    t_add(&want, &(struct record){.kind = RECORD_SET, .ns = "job", .key = "k", .klen = 1, .val = (const uint8_t *)"v",
+                                   .vlen = 1});
+    t_add(&want, &set);
+    t_add(&want, &del);
+    t_same(&heard, &want);
+    /* After an apply the origin is LOCAL again. */
+    CHECK_EQ(ks_set(&ns->ks, "k2", 2, (uint8_t *)"v", 1, 0), 0);
+    CHECK_EQ(heard.n, 4);
+    CHECK_EQ(heard.from[3], RECORD_LOCAL);
+    /* Clearing deletes every key as DEL records of that origin; generations stay. */
+    struct record gen = t_rec(RECORD_GEN, "job", NULL, 0, NULL, 0, 9);
+    CHECK_EQ(records_apply(live, &gen, RECORD_REPLICA), 0);
+    size_t before = heard.n;
+    CHECK_EQ(records_clear(live, RECORD_REPLICA), 0);
+    CHECK_EQ(heard.n, before + 2);
+    for (size_t i = before; i < heard.n; i++) {
+        CHECK_EQ(heard.from[i], RECORD_REPLICA);
+        CHECK(heard.v[i][0] == '2');
+    }
+    CHECK_EQ(ks_count(&ns->ks), 0);
+    struct t_list left;
+    t_dump(live, &left);
+    CHECK_EQ(left.n, 1);
+    if (left.n)
+        CHECK_STR(left.v[0], "3 job   9");
+    /* A walk stops at the first non-zero. */
+    int calls = 0;
+    CHECK_EQ(records_apply(live, &set, RECORD_LOCAL), 0);
+    CHECK_EQ(records_dump(live, t_stop, &calls), 42);
+    CHECK_EQ(calls, 1);
+    /* No sink: nothing is heard. */
+    records_sink(srv, NULL);
+    before = heard.n;
+    CHECK_EQ(records_apply(live, &del, RECORD_REPLICA), 0);
+    CHECK_EQ(heard.n, before);
+    t_clear(&heard);
+    t_clear(&want);
+    t_clear(&left);
+    t_server_free(srv);
+}
+
 /* The live state refuses what its limits refuse, and a kind that is no record. */
 static void t_refused(void *unused)
 {
@@ -255,6 +339,7 @@ int main(void)
 {
     h_init("unit-records", 30);
     H_RUN(t_round_trip, NULL);
+    H_RUN(t_sink_origin, NULL);
     H_RUN(t_refused, NULL);
     H_RUN(t_codec, NULL);
     return h_finish();
