@@ -2,7 +2,7 @@
  * Snapshot and compaction.  The compactor never looks at the loop's
  * memory: it rebuilds the state from the files themselves - the current
  * snapshot plus the closed log segments it is asked to fold in - into
- * private keyspaces on its own thread, writes snapshot.tmp (begin record
+ * a private image (records.c) on its own thread, writes snapshot.tmp (begin record
  * naming the first segment it does not cover, every generation and key,
  * end record with the count), fsyncs it, renames it over the snapshot,
  * fsyncs the directory, records it in the MANIFEST, and only then deletes
@@ -24,13 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <uthash.h>
 
-#include "keyspace.h"
-#include "muster.pb-c.h"
 #include "log.h"
 #include "manifest.h"
-#include "stats.h"
+#include "records.h"
 
 /* Bytes gathered before a write to the snapshot file. */
 #define COMPACT_CHUNK (1u << 20)
@@ -49,18 +46,9 @@ struct compactor {
     uint64_t n_done, n_failed;
 };
 
-/* One namespace of the rebuilt state. */
-struct compact_ns {
-    UT_hash_handle hh;
-    struct keyspace ks;
-    uint64_t gen;
-    char name[];
-};
-
 /* The rebuilt state and the snapshot check while the old snapshot streams past. */
 struct compact_state {
-    struct compact_ns *map;
-    struct stats stats; /* the private keyspaces' counters, never reported */
+    struct records *img; /* this thread's own image, never the loop's state */
     struct compact_snap_check snap;
     int in_snapshot;
 };
@@ -153,51 +141,16 @@ int compact_sync_dir(const char *dir)
 
 /* ------------------------------------------------------------ rebuilding */
 
-/* The rebuilt namespace called name, created on first use; NULL when memory ran out. */
-static struct compact_ns *compact_ns_of(struct compact_state *st, const char *name)
-{
-    struct compact_ns *ns = NULL;
-    HASH_FIND_STR(st->map, name, ns);
-    if (ns)
-        return ns;
-    size_t len = strlen(name);
-    if (!(ns = calloc(1, sizeof *ns + len + 1)))
-        return NULL;
-    memcpy(ns->name, name, len);
-    ks_init(&ns->ks, UINT64_MAX, UINT64_MAX, UINT64_MAX, &st->stats, NULL, NULL);
-    HASH_ADD(hh, st->map, name[0], len, ns);
-    return ns;
-}
-
 /* Fold one record into the rebuilt state. */
 static int compact_fold(void *arg, const struct prec *r)
 {
     struct compact_state *st = arg;
+    struct record rec;
     if (st->in_snapshot && compact_snap_step(&st->snap, r) != 0)
         return -1;
-    if (r->kind == PREC_SNAP_BEGIN || r->kind == PREC_SNAP_END)
-        return st->in_snapshot ? 0 : -1;
-    struct compact_ns *ns = compact_ns_of(st, r->ns[0] ? r->ns : "default");
-    if (!ns)
-        return -1;
-    if (r->kind == PREC_SET)
-        return ks_set(&ns->ks, r->key, r->klen, (uint8_t *)r->val, r->vlen, 0) == MUSTER__STATUS__OK ? 0 : -1;
-    if (r->kind == PREC_DEL)
-        ks_delete(&ns->ks, r->key, r->klen);
-    else if (r->gen > ns->gen)
-        ns->gen = r->gen;
-    return 0;
-}
-
-/* Free the rebuilt state. */
-static void compact_state_free(struct compact_state *st)
-{
-    struct compact_ns *ns, *tmp;
-    HASH_ITER(hh, st->map, ns, tmp) {
-        HASH_DEL(st->map, ns);
-        ks_fini(&ns->ks);
-        free(ns);
-    }
+    if (!prec_record(r, &rec))
+        return st->in_snapshot ? 0 : -1; /* a snapshot's begin or end */
+    return records_apply(st->img, &rec, RECORD_REPLAY) == 0 ? 0 : -1;
 }
 
 /* Rebuild the state of the snapshot plus segments up to upto; *next gets the old snapshot's next; 0 on success. */
@@ -242,20 +195,18 @@ static int compact_flush(struct evbuffer *b, int fd, size_t min)
     return 0;
 }
 
-/* Where compact_write's walk of one namespace writes to. */
+/* Where compact_write's walk writes to. */
 struct compact_walk {
     struct evbuffer *b;
     int fd;
-    const char *ns;
-    size_t nslen;
     uint64_t count;
 };
 
-/* ks_each callback of compact_write: one key's record, flushed in chunks; non-zero on error. */
-static int compact_put_key(void *arg, const struct ks_entry *e)
+/* records_dump callback of compact_write: one record, flushed in chunks; non-zero on error. */
+static int compact_put(void *arg, const struct record *r)
 {
     struct compact_walk *w = arg;
-    int rc = prec_put(w->b, PREC_SET, w->ns, w->nslen, 0, e->key, e->klen, ks_val(e), e->vlen, 0);
+    int rc = prec_put_record(w->b, 0, r);
     w->count++;
     return rc ? rc : compact_flush(w->b, w->fd, COMPACT_CHUNK);
 }
@@ -263,26 +214,18 @@ static int compact_put_key(void *arg, const struct ks_entry *e)
 /* Write the rebuilt state as a snapshot whose segments start at next; 0 on success. */
 static int compact_write(struct compact_state *st, int fd, uint64_t next)
 {
-    struct evbuffer *b = evbuffer_new();
-    uint64_t count = 0;
-    int rc = b ? prec_put(b, PREC_SNAP_BEGIN, "", 0, next, NULL, 0, NULL, 0, 0) : -1;
-    for (struct compact_ns *ns = st->map; ns && rc == 0; ns = ns->hh.next) {
-        size_t nslen = strlen(ns->name);
-        if (ns->gen && (rc = prec_put(b, PREC_GEN, ns->name, nslen, 0, NULL, 0, NULL, 0, ns->gen)) == 0)
-            count++;
-        /* The keyspaces walked here are this thread's own rebuild, never the loop's, so nothing
-         * changes under the walk. */
-        struct compact_walk w = {b, fd, ns->name, nslen, 0};
-        if (rc == 0)
-            rc = ks_each(&ns->ks, compact_put_key, &w);
-        count += w.count;
-    }
+    struct compact_walk w = {evbuffer_new(), fd, 0};
+    int rc = w.b ? prec_put(w.b, PREC_SNAP_BEGIN, "", 0, next, NULL, 0, NULL, 0, 0) : -1;
+    /* The image walked here is this thread's own rebuild, never the loop's, so nothing changes under
+     * the walk. */
     if (rc == 0)
-        rc = prec_put(b, PREC_SNAP_END, "", 0, count, NULL, 0, NULL, 0, 0);
+        rc = records_dump(st->img, compact_put, &w);
     if (rc == 0)
-        rc = compact_flush(b, fd, 0);
-    if (b)
-        evbuffer_free(b);
+        rc = prec_put(w.b, PREC_SNAP_END, "", 0, w.count, NULL, 0, NULL, 0, 0);
+    if (rc == 0)
+        rc = compact_flush(w.b, fd, 0);
+    if (w.b)
+        evbuffer_free(w.b);
     return rc == 0 && fsync(fd) == 0 ? 0 : -1;
 }
 
@@ -294,7 +237,7 @@ static int compact_run(struct compactor *cp, uint64_t upto)
     char tmp[4096], snap[4096];
     compact_snap_path(cp->dir, 1, tmp, sizeof tmp);
     compact_snap_path(cp->dir, 0, snap, sizeof snap);
-    int rc = compact_rebuild(cp, &st, upto);
+    int rc = (st.img = records_image_new()) ? compact_rebuild(cp, &st, upto) : -1;
     uint64_t first = st.snap.next_seq ? st.snap.next_seq : 1;
     if (rc == 0) {
         int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -304,7 +247,7 @@ static int compact_run(struct compactor *cp, uint64_t upto)
         if (rc != 0)
             log_msg(LOG_ERROR, "compaction: cannot write %s: %s", tmp, strerror(errno));
     }
-    compact_state_free(&st);
+    records_image_free(st.img);
     if (rc == 0 && (rename(tmp, snap) != 0 || compact_sync_dir(cp->dir) != 0))
         rc = -1;
     if (rc != 0) {

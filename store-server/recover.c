@@ -61,24 +61,19 @@ static uint64_t recover_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Apply one data record (set, delete, generation) to srv; whether it was refused (its namespace or a limit). */
-int recover_apply_one(struct server *srv, const struct prec *r)
-{
-    struct record rec;
-    return prec_record(r, &rec) && records_apply(records_live(srv), &rec, RECORD_REPLAY) != 0;
-}
-
-/* Apply one recovered record to the live server (prec_read_file callback). */
+/* Apply one recovered record to the live state (prec_read_file callback). */
 static int recover_apply(void *arg, const struct prec *r)
 {
     struct recover *rc = arg;
+    struct record rec;
     if (rc->in_snapshot && compact_snap_step(&rc->snap, r) != 0)
         return -1;
-    if (r->kind == PREC_SNAP_BEGIN || r->kind == PREC_SNAP_END)
-        return rc->in_snapshot ? 0 : -1;
+    if (!prec_record(r, &rec))
+        return rc->in_snapshot ? 0 : -1; /* a snapshot's begin or end */
     rc->records++;
     /* A limit lowered since the write can refuse it now: keep going, but say so. */
-    rc->skipped += recover_apply_one(rc->srv, r);
+    if (records_apply(records_live(rc->srv), &rec, RECORD_REPLAY) != 0)
+        rc->skipped++;
     return 0;
 }
 

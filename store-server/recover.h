@@ -5,7 +5,6 @@
 #include <stdint.h>
 
 struct server;
-struct prec;
 
 /* What recovery found: the first segment the snapshot does not cover (0: no snapshot), and the oldest and
  * newest segments replayed (0: none). */
@@ -17,8 +16,5 @@ struct recover_span {
  * repair, damage and missing files are accepted and what is lost is logged.  0 or an exit status
  * (EX_DATAERR for bad or missing data). */
 int recover_dir(struct server *srv, const char *dir, int repair, struct recover_span *span);
-/* Apply one data record (set, delete, generation) to srv; whether it was refused (its namespace or a
- * limit). */
-int recover_apply_one(struct server *srv, const struct prec *r);
 
 #endif
