@@ -27,12 +27,9 @@
 #include <string.h>
 
 #include "ha_etcd.h"
-#include "keyspace.h"
 #include "log.h"
-#include "ns.h"
-#include "persist.h"
 #include "precord.h"
-#include "rdzv.h"
+#include "records.h"
 #include "server.h"
 
 /* The most bytes of one snapshot chunk (etcd refuses requests over 1.5 MiB by default). */
@@ -98,29 +95,11 @@ static void ha_snap_abandon(struct ha_snap *s, const char *why)
 
 /* ------------------------------------------------------------------- write */
 
-/* Where the walk of one namespace writes to. */
-struct ha_snap_walk {
-    struct evbuffer *b;
-    const char *ns;
-    size_t nslen;
-};
-
-/* ks_each callback: one key's record. */
-static int ha_snap_put_key(void *arg, const struct ks_entry *e)
-{
-    struct ha_snap_walk *w = arg;
-    return prec_put(w->b, PREC_SET, w->ns, w->nslen, 0, e->key, e->klen, ks_val(e), e->vlen, 0);
-}
-
-/* ns_each callback: a namespace's generation and keys. */
-static void ha_snap_put_ns(struct ns *ns, void *arg)
+/* records_dump callback: one record of the live state into the snapshot being written. */
+static int ha_snap_put(void *arg, const struct record *r)
 {
     struct ha_snap *s = arg;
-    struct ha_snap_walk w = {.b = s->buf, .ns = ns->name, .nslen = strlen(ns->name)};
-    uint64_t gen = rdzv_generation(ns);
-    if (gen)
-        prec_put(s->buf, PREC_GEN, w.ns, w.nslen, 0, NULL, 0, NULL, 0, gen);
-    ks_each(&ns->ks, ha_snap_put_key, &w);
+    return prec_put_record(s->buf, 0, r);
 }
 
 /* The compare every snapshot write makes: the leader key still holds our lease. */
@@ -262,7 +241,10 @@ void ha_snap_write(struct ha_snap *s, int64_t lease, int64_t rev)
     s->mode = HA_SNAP_WRITING;
     s->lease = lease;
     s->rev = rev;
-    ns_each(s->srv, ha_snap_put_ns, s);
+    if (records_dump(records_live(s->srv), ha_snap_put, s) != 0) {
+        ha_snap_abandon(s, "out of memory");
+        return;
+    }
     size_t len = evbuffer_get_length(s->buf);
     s->nchunks = len ? (len + HA_SNAP_CHUNK - 1) / HA_SNAP_CHUNK : 1;
     s->chunk = 0;
@@ -285,7 +267,9 @@ uint64_t ha_snap_apply(struct server *srv, const uint8_t *p, size_t n)
             log_msg(LOG_ERROR, "ha: undecodable record in etcd; the rest of its value is skipped");
             break;
         }
-        if (persist_apply_replicated(srv, &r))
+        /* Logged to the data directory, if any, but never sent back to etcd. */
+        struct record rec;
+        if (prec_record(&r, &rec) && records_apply(records_live(srv), &rec, RECORD_REPLICA) != 0)
             log_msg(LOG_WARN, "ha: a replicated change of namespace '%s' was refused here (limits?)", r.ns);
         prec_free(&r);
         count++;
@@ -294,58 +278,12 @@ uint64_t ha_snap_apply(struct server *srv, const uint8_t *p, size_t n)
     return count;
 }
 
-/* One key of a namespace, copied (a key may hold any byte). */
-struct ha_snap_kcopy {
-    char *k;
-    size_t len;
-};
-
-/* Keys of one namespace, collected before they are deleted (ks_each must not change the keyspace). */
-struct ha_snap_keys {
-    struct ha_snap_kcopy *k;
-    size_t n, cap;
-};
-
-/* ks_each callback: remember one key. */
-static int ha_snap_note_key(void *arg, const struct ks_entry *e)
-{
-    struct ha_snap_keys *ks = arg;
-    if (ks->n == ks->cap) {
-        size_t cap = ks->cap ? ks->cap * 2 : 64;
-        struct ha_snap_kcopy *k = realloc(ks->k, cap * sizeof *k);
-        if (!k)
-            return -1;
-        ks->k = k;
-        ks->cap = cap;
-    }
-    if (!(ks->k[ks->n].k = malloc(e->klen ? e->klen : 1)))
-        return -1;
-    memcpy(ks->k[ks->n].k, e->key, e->klen);
-    ks->k[ks->n++].len = e->klen;
-    return 0;
-}
-
-/* ns_each callback: delete every key of the namespace, as replicated deletions. */
-static void ha_snap_empty_ns(struct ns *ns, void *arg)
-{
-    struct server *srv = arg;
-    struct ha_snap_keys keys = {0};
-    ks_each(&ns->ks, ha_snap_note_key, &keys);
-    for (size_t i = 0; i < keys.n; i++) {
-        struct prec r = {.kind = PREC_DEL, .key = keys.k[i].k, .klen = keys.k[i].len};
-        snprintf(r.ns, sizeof r.ns, "%s", ns->name);
-        persist_apply_replicated(srv, &r);
-        free(keys.k[i].k);
-    }
-    free(keys.k);
-}
-
 /* Every chunk is read: replace the state with the snapshot and report. */
 static void ha_snap_install(struct ha_snap *s)
 {
     /* A daemon that applied some log already may hold keys the snapshot's state has deleted. */
     if (s->applied > 0)
-        ns_each(s->srv, ha_snap_empty_ns, s->srv);
+        records_clear(records_live(s->srv), RECORD_REPLICA);
     size_t len = evbuffer_get_length(s->buf);
     uint64_t n = ha_snap_apply(s->srv, evbuffer_pullup(s->buf, (ssize_t)len), len);
     evbuffer_drain(s->buf, len);

@@ -470,16 +470,6 @@ int persist_ready(const struct server *srv)
 
 /* ----------------------------------------------------------------- recovery */
 
-/* Apply a record the etcd log delivered (a standby following the leader); with a data directory it is
- * logged there too, but never sent back to etcd.  Whether it was refused. */
-int persist_apply_replicated(struct server *srv, const struct prec *r)
-{
-    struct record rec;
-    if (!prec_record(r, &rec))
-        return 0;
-    return records_apply(records_live(srv), &rec, RECORD_REPLICA) != 0;
-}
-
 /* Create (if needed) and lock the data directory; 0 or an exit status. */
 static int persist_lock_dir(struct persist *p)
 {

@@ -48,10 +48,6 @@ void persist_replicated(struct server *srv, uint64_t lsn);
 /* --ha lost leadership with records etcd will not confirm: frames waiting for them are never sent, every
  * other frame goes out from now on. */
 void persist_forsake(struct server *srv);
-struct prec;
-/* Apply a record the etcd log delivered (a standby following the leader); with a data directory it is
- * logged there too, but never sent back to etcd.  Whether it was refused. */
-int persist_apply_replicated(struct server *srv, const struct prec *r);
 /* Where a connection's next frame goes: bev's output (h->out when bev is NULL), or h's held buffer
  * while logged state is not yet durable.  Every front end sends through this, so no reply can
  * reveal state a crash could lose. */
