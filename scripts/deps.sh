@@ -12,9 +12,11 @@ protobuf-c-compiler uthash-dev zlib1g-dev libssl-dev libjansson-dev python3 pyth
 
 # Test-only: fuzz builds (clang), certificates (openssl), sd_notify and the unit
 # file (systemd), the Python package's build and tests, the container image,
-# and the etcd cluster of the HA tests.
+# the etcd cluster of the HA tests, and the multinode test's namespaces,
+# packet rules and latency (nfdelay, on libnetfilter-queue).
 TEST_PACKAGES="clang libclang-rt-14-dev openssl systemd libsystemd-dev python3-dev python3-pytest
-python3-mesonpy python3-pip docker.io docker-compose debootstrap etcd-server etcd-client"
+python3-mesonpy python3-pip docker.io docker-compose debootstrap etcd-server etcd-client
+iproute2 iptables iputils-ping libnetfilter-queue-dev"
 
 case "${1:-}" in
 --test) PACKAGES="$PACKAGES $TEST_PACKAGES" ;;

@@ -4,23 +4,28 @@
 # in a namespace of its own (198.18.0.0/24, the benchmarking range: private
 # to the test, no default route).  Cases: a killed worker (every node
 # restarts, ranks exact, restart counts agree), a scale-up (no restart
-# counted), a 1 s link blip and a soak at 1 % packet loss (iptables'
-# statistic match; this kernel has no netem, so no added latency) that must
-# not break the generation, a node cut off silently (its link taken down on
+# counted), a 1 s link blip and a soak at 100 ms of one-way latency on every
+# host's output plus 1 % packet loss (this kernel has no netem: nfdelay, an
+# NFQUEUE delayer, holds the packets; iptables' statistic match drops them)
+# that must not break the generation, a node cut off silently (its link taken down on
 # the bridge: no FIN, no RST) that the others must learn of within 3 s at
 # the default --heartbeat-timeout, a killed launcher whose worker is
 # wrapped in a shell (nothing of it survives), and SIGTERM while the store
 # is gone (every launcher stops within --grace plus a second).  Needs root
 # and `ip netns`; otherwise it skips (exit 77).
-# MUSTER_MULTINODE_SOAK_S sets the loss soak's length (default 20 s).
-# Usage: test_multinode.sh MUSTERD MUSTER
+# MUSTER_MULTINODE_SOAK_S sets the soak's length (default 60 s); without
+# NFDELAY (or NFQUEUE in the kernel) the soak has loss but no latency.
+# Usage: test_multinode.sh MUSTERD MUSTER [NFDELAY]
 set -u
 
 MUSTERD=${1:?musterd path}
 MUSTER=${2:?muster path}
-SOAK_S=${MUSTER_MULTINODE_SOAK_S:-20}
+SOAK_S=${MUSTER_MULTINODE_SOAK_S:-60}
+NFDELAY=${3:-}
 checks=0
 failed=0
+delayers=
+LATENCY=0
 id=$$
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-multinode-XXXXXX")
 chmod 755 "$tmp"
@@ -192,6 +197,41 @@ loss() {
     done
 }
 
+# Add ms of one-way latency to every host's output (an nfdelay per namespace), or "off"; the latency
+# in force afterwards goes to $LATENCY (0 when nfdelay is missing or the kernel has no NFQUEUE).
+delay() {
+    local h
+    if [ "$1" = off ]; then
+        for h in $HOSTS; do
+            on "$h" iptables -D OUTPUT -j NFQUEUE --queue-num 0 --queue-bypass 2>/dev/null
+        done
+        for p in $delayers; do
+            kill -TERM "$p" 2>/dev/null
+            wait "$p" 2>/dev/null
+        done
+        delayers=
+        LATENCY=0
+        return 0
+    fi
+    LATENCY=0
+    [ -n "$NFDELAY" ] || return 0
+    for h in $HOSTS; do
+        on "$h" "$NFDELAY" 0 "$1" > "$tmp/nfdelay-$h.log" 2>&1 &
+        delayers="$delayers $!"
+        pids="$pids $!"
+    done
+    for h in $HOSTS; do
+        wait_for "nfdelay on $h" 5 grep -q "^nfdelay: queue" "$tmp/nfdelay-$h.log" || return 0
+        on "$h" iptables -I OUTPUT -j NFQUEUE --queue-num 0 --queue-bypass || return 0
+    done
+    LATENCY=$1
+}
+
+# Round-trip ms from n1 to the store (one ping), for the log.
+rtt_ms() {
+    on n1 ping -c 1 -W 2 198.18.0.1 2>/dev/null | sed -n 's/.*time=\([0-9.]*\) ms.*/\1/p'
+}
+
 # Whether the newest generation holds exactly n ranks with restart count 0.
 latest_world() {
     local g
@@ -247,10 +287,13 @@ case_scale_up_and_cut() {
     ip -n "$BR" link set "mvn3$id" up
     sleep 4
     check "a 1 s blip breaks nothing" [ "$(gens | tail -1)" = "$g" ]
+    delay 100
     loss 0.01
+    echo "soak: ${SOAK_S} s at ${LATENCY} ms one-way latency (n1 to store round trip $(rtt_ms) ms) and 1 % loss"
     sleep "$SOAK_S"
     loss off
-    check "${SOAK_S} s at 1 % loss breaks nothing" [ "$(gens | tail -1)" = "$g" ]
+    delay off
+    check "${SOAK_S} s at ${LATENCY} ms latency and 1 % loss breaks nothing" [ "$(gens | tail -1)" = "$g" ]
     local t0
     t0=$(now_ms)
     ip -n "$BR" link set "mvn3$id" down
