@@ -1,12 +1,19 @@
 /*
- * Writes the seed corpus of the frame fuzz target: one ClientFrame body per
- * file (no length prefix), one file per op plus hello and odd cases.  Run
- * by hand when the protocol changes: gen-corpus tests/fuzz/corpus/frame
+ * Writes the seed corpora of the fuzz targets (run by hand when the
+ * protocol or a script encoding changes):
+ *
+ *   gen-corpus frame DIR     one ClientFrame body per file (no length
+ *                            prefix): one per op plus hello and odd cases
+ *   gen-corpus conns DIR     scripts of native requests on several
+ *                            connections (fuzz_script.h)
+ *
+ * The options corpus is plain text written by hand.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_script.h"
 #include "muster.pb-c.h"
 
 /* Write a packed ClientFrame to DIR/name. */
@@ -172,15 +179,103 @@ static int gen_odd(const char *dir)
     return 0;
 }
 
-/* Write every seed into the directory named by argv[1]. */
+/* Write n bytes to DIR/name. */
+static int gen_bytes(const char *dir, const char *name, const void *p, size_t n)
+{
+    char path[4096];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    f = fopen(path, "wb");
+    if (!f || (n && fwrite(p, 1, n, f) != n)) {
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    return fclose(f);
+}
+
+/* A named script: its steps, four bytes each (raw steps carry their bytes after them). */
+struct gen_script {
+    const char *name;
+    size_t len;
+    const unsigned char *steps;
+};
+#define GEN_SCRIPT(name, ...) {name, sizeof((const unsigned char[]){__VA_ARGS__}), (const unsigned char[]){__VA_ARGS__}}
+
+/* Write the scripts of the conns target: the interactions one request per input never reaches. */
+static int gen_conns(const char *dir)
+{
+#define H(c) FZ_STEP(c, CF_HELLO), 0, 0, 0
+    const struct gen_script s[] = {
+        GEN_SCRIPT("wait-then-set", H(0), H(1), FZ_STEP(0, CF_WAIT), 0x03, 15, 0, FZ_STEP(1, CF_SET), 0, 0, 0,
+                   FZ_STEP(1, CF_SET), 1, 0, 1, FZ_STEP(0, CF_GET), 0, 0x10, 0),
+        GEN_SCRIPT("get-wait-then-set", H(0), H(1), FZ_STEP(0, CF_GET), 2, 0x1f, 0, FZ_STEP(0, CF_MULTI_GET), 0x06,
+                   0x1f, 0, FZ_STEP(1, CF_MULTI_SET), 0x06, 0, 0, FZ_STEP(0, CF_NUM_KEYS), 0, 0, 0),
+        GEN_SCRIPT("barrier-release", H(0), H(1), H(2), FZ_STEP(1, CF_SET), 0, 0, 4, FZ_STEP(0, CF_BARRIER), 7,
+                   3 | 15 << 2, 8, FZ_STEP(1, CF_BARRIER), 7, 3 | 15 << 2, 8, FZ_STEP(2, CF_BARRIER), 7, 3 | 15 << 2,
+                   8, FZ_STEP(0, CF_BARRIER), 7, 3 | 15 << 2, 0),
+        GEN_SCRIPT("watch-fan-out", H(0), H(1), H(2), FZ_STEP(0, CF_WATCH), 8, 0, 0, FZ_STEP(1, CF_WATCH), 3, 0, 0,
+                   FZ_STEP(1, CF_WATCH), 8, 0, 0, FZ_STEP(2, CF_SET), 3, 0, 2, FZ_STEP(2, CF_APPEND), 3, 0, 2,
+                   FZ_STEP(2, CF_SET), 4, 0, 6, FZ_STEP(2, CF_DELETE), 3, 0, 0, FZ_STEP(1, CF_UNWATCH), 0, 1, 0,
+                   FZ_STEP(2, CF_SET), 4, 0, 0),
+        GEN_SCRIPT("close-with-parked-work", H(0), H(1), FZ_STEP(0, CF_GET), 2, 0x1f, 0, FZ_STEP(0, CF_WAIT), 0x05,
+                   0, 0, FZ_STEP(0, CF_BARRIER), 0, 2 | 15 << 2, 0, FZ_STEP(0, CF_WATCH), 8, 0, 0,
+                   FZ_STEP(0, CF_CLOSE), 0, 0, 0, FZ_STEP(1, CF_SET), 2, 0, 0, FZ_STEP(1, CF_SET), 3, 0, 0,
+                   FZ_STEP(1, CF_BARRIER), 0, 2 | 15 << 2, 0),
+        GEN_SCRIPT("rdzv-round", H(0), H(1), FZ_STEP(0, CF_JOIN), 0, 1 | 4, 2 | 15 << 3, FZ_STEP(1, CF_JOIN), 1,
+                   1 | 4, 0x80 | 2 | 15 << 3, FZ_STEP(0, CF_HEARTBEAT), 0, 1, 0, FZ_STEP(1, CF_LEAVE), 0, 1, 0,
+                   FZ_STEP(0, CF_JOIN), 0, 1 | 4, 2 | 15 << 3, FZ_STEP(1, CF_CLOSE), 0, 0, 0),
+        GEN_SCRIPT("rdzv-last-call", H(0), H(1), FZ_STEP(0, CF_JOIN), 0, 1 | 8, 1 | 15 << 3, FZ_STEP(1, CF_JOIN), 1,
+                   1 | 8, 1 | 15 << 3, FZ_STEP(0, CF_TICK), 0, 2, 0, FZ_STEP(0, CF_HEARTBEAT), 0, 1, 0,
+                   FZ_STEP(1, CF_TICK), 0, 3, 0, FZ_STEP(0, CF_LEAVE), 0, 0, 0),
+        GEN_SCRIPT("deadlines", H(0), FZ_STEP(0, CF_WAIT), 0x01, 1, 0, FZ_STEP(0, CF_BARRIER), 1, 2 | 1 << 2, 0,
+                   FZ_STEP(0, CF_GET), 0, 0x11, 0, FZ_STEP(0, CF_TICK), 0, 3, 0, FZ_STEP(0, CF_PING), 0, 0, 2),
+        GEN_SCRIPT("slow-watcher", H(0), H(1), FZ_STEP(0, CF_WATCH), 8, 0, 0, FZ_STEP(0, CF_DEAF), 0, 0, 0,
+                   FZ_STEP(1, CF_SET), 3, 0, 6, FZ_STEP(1, CF_SET), 4, 0, 6, FZ_STEP(1, CF_SET), 3, 0, 6,
+                   FZ_STEP(1, CF_SET), 4, 0, 6, FZ_STEP(1, CF_SET), 3, 0, 6, FZ_STEP(1, CF_TICK), 0, 3, 0,
+                   FZ_STEP(0, CF_DEAF), 0, 0, 0),
+        GEN_SCRIPT("namespaces-and-tokens", FZ_STEP(0, CF_HELLO), 0, 2 | 1 << 2, 0, FZ_STEP(1, CF_HELLO), 0,
+                   2 | 2 << 2, 0, FZ_STEP(2, CF_HELLO), 0, 1, 0, FZ_STEP(3, CF_HELLO), 0, 0x40, 0,
+                   FZ_STEP(0, CF_SET), 0, 0, 0, FZ_STEP(2, CF_GET), 0, 0, 0, FZ_STEP(0, CF_HELLO), 0, 0, 0,
+                   FZ_STEP(1, CF_HELLO), 0, 2 | 1 << 2, 0),
+        GEN_SCRIPT("limits", H(0), FZ_STEP(0, CF_WAIT), 1, 0, 0, FZ_STEP(0, CF_WAIT), 2, 0, 0, FZ_STEP(0, CF_WAIT),
+                   4, 0, 0, FZ_STEP(0, CF_WAIT), 8, 0, 0, FZ_STEP(0, CF_WAIT), 16, 0, 0, FZ_STEP(0, CF_WAIT), 32, 0, 0,
+                   FZ_STEP(0, CF_WAIT), 1, 0, 0, FZ_STEP(0, CF_WATCH), 0, 0, 0, FZ_STEP(0, CF_WATCH), 1, 0, 0,
+                   FZ_STEP(0, CF_WATCH), 2, 0, 0, FZ_STEP(0, CF_WATCH), 3, 0, 0, FZ_STEP(0, CF_SET), 7, 0, 7,
+                   FZ_STEP(0, CF_SET), 6, 0, 0, FZ_STEP(0, CF_ADD), 5, 0x80, 0, FZ_STEP(0, CF_ADD), 5, 0x80, 0),
+        GEN_SCRIPT("pipelined", H(0), FZ_STEP(0, CF_BATCH), 0, 0, 0, FZ_STEP(0, CF_SET), 0, 0, 0, FZ_STEP(0, CF_CAS),
+                   0, 0, 1, FZ_STEP(0, CF_ADD), 0, 0, 3, FZ_STEP(0, CF_CHECK), 0x3f, 0, 0, FZ_STEP(0, CF_LIST), 8, 1,
+                   0, FZ_STEP(0, CF_MULTI_SET), 0x07, 0x20, 0, FZ_STEP(0, CF_BATCH), 0, 0, 0),
+        GEN_SCRIPT("raw-and-half-close", H(0), FZ_STEP(0, CF_RAW), 5, 0, 0, 0, 0, 0, 9, 0x12,
+                   FZ_STEP(1, CF_HELLO), 0, 0, 0, FZ_STEP(1, CF_GET), 0, 0x1f, 0, FZ_STEP(1, CF_HALF_CLOSE), 0, 0, 0,
+                   FZ_STEP(2, CF_SET), 0, 0, 0),
+    };
+#undef H
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+        if (gen_bytes(dir, s[i].name, s[i].steps, s[i].len) != 0)
+            return -1;
+    return 0;
+}
+
+/* Write every seed of the named target into dir. */
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    const char *target = argc == 3 ? argv[1] : "frame", *dir = argv[argc - 1];
+    int rc;
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s [frame|conns] DIR\n", argv[0]);
         return 2;
     }
-    if (gen_kv(argv[1]) || gen_other(argv[1]) || gen_odd(argv[1])) {
-        fprintf(stderr, "gen-corpus: cannot write into %s\n", argv[1]);
+    if (strcmp(target, "frame") == 0)
+        rc = gen_kv(dir) || gen_other(dir) || gen_odd(dir);
+    else if (strcmp(target, "conns") == 0)
+        rc = gen_conns(dir);
+    else {
+        fprintf(stderr, "gen-corpus: unknown target %s\n", target);
+        return 2;
+    }
+    if (rc) {
+        fprintf(stderr, "gen-corpus: cannot write into %s\n", dir);
         return 1;
     }
     return 0;
