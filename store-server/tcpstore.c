@@ -468,7 +468,7 @@ static struct ts_conn *tcpstore_new(struct tcpstore *ts, int fd, const struct so
 }
 
 /* Take over a socket accepted on the TCPStore listener. */
-static void tcpstore_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen)
+void tcpstore_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen)
 {
     (void)salen;
     struct tcpstore *ts = srv->tcpstore;

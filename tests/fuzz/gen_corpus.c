@@ -6,6 +6,7 @@
  *                            prefix): one per op plus hello and odd cases
  *   gen-corpus conns DIR     scripts of native requests on several
  *                            connections (fuzz_script.h)
+ *   gen-corpus tcpstore DIR  scripts of TCPStore requests
  *
  * The options corpus is plain text written by hand.
  */
@@ -15,6 +16,7 @@
 
 #include "fuzz_script.h"
 #include "muster.pb-c.h"
+#include "tcpstore_int.h"
 
 /* Write a packed ClientFrame to DIR/name. */
 static int gen_write(const char *dir, const char *name, const Muster__ClientFrame *f)
@@ -257,19 +259,62 @@ static int gen_conns(const char *dir)
     return 0;
 }
 
+/* Write the scripts of the tcpstore target. */
+static int gen_tcpstore(const char *dir)
+{
+#define V(c) FZ_STEP(c, TS_VALIDATE), 0, 0, 0
+    const struct gen_script s[] = {
+        GEN_SCRIPT("ops", V(0), FZ_STEP(0, TS_SET), 0, 0, 0, FZ_STEP(0, TS_GET), 0, 0, 0, FZ_STEP(0, TS_ADD), 1, 0, 3,
+                   FZ_STEP(0, TS_COMPARE_SET), 0, 0, 2, FZ_STEP(0, TS_APPEND), 0, 0, 2, FZ_STEP(0, TS_CHECK), 0x07, 0,
+                   0, FZ_STEP(0, TS_GETNUMKEYS), 0, 0, 0, FZ_STEP(0, TS_MULTI_SET), 0x43, 0, 0,
+                   FZ_STEP(0, TS_MULTI_GET), 0x43, 0, 0, FZ_STEP(0, TS_LIST_KEYS), 0, 0, 0, FZ_STEP(0, TS_DELETE_KEY),
+                   0, 0, 0, FZ_STEP(0, TS_PING), 0, 7, 0),
+        GEN_SCRIPT("wait-then-set", V(0), V(1), FZ_STEP(0, TS_WAIT), 0x06, 0, 0, FZ_STEP(1, TS_SET), 1, 0, 0,
+                   FZ_STEP(1, TS_SET), 2, 0, 0, FZ_STEP(0, TS_GET), 2, 0, 0),
+        GEN_SCRIPT("cancel-wait", V(0), FZ_STEP(0, TS_WAIT), 0x04, 0, 0, FZ_STEP(0, TS_GET), 0, 0, 0,
+                   FZ_STEP(0, TS_CANCEL_WAIT), 0, 0, 0, FZ_STEP(0, TS_CANCEL_WAIT), 0, 0, 0),
+        GEN_SCRIPT("barrier", V(0), V(1), V(2), FZ_STEP(0, TS_BARRIER), 4, 3, 0, FZ_STEP(1, TS_BARRIER), 4, 3, 0,
+                   FZ_STEP(2, TS_BARRIER), 4, 3, 0, FZ_STEP(0, TS_BARRIER), 4, 0xff, 0),
+        GEN_SCRIPT("queue", V(0), V(1), FZ_STEP(0, TS_WAIT), 0x08, 0, 0, FZ_STEP(1, TS_QUEUE_PUSH), 3, 0, 0,
+                   FZ_STEP(1, TS_QUEUE_PUSH), 3, 0, 2, FZ_STEP(1, TS_QUEUE_LEN), 3, 0, 0, FZ_STEP(0, TS_QUEUE_POP), 3,
+                   0, 0, FZ_STEP(1, TS_QUEUE_POP), 3, 0, 0, FZ_STEP(1, TS_QUEUE_POP), 3, 0, 0),
+        GEN_SCRIPT("old-numbering", FZ_STEP(0, TS_SET), 0, 0, 0, FZ_STEP(0, TS_GET), 0, 0, 0, FZ_STEP(0, TS_WAIT),
+                   0x02, 0, 0, FZ_STEP(0, TS_ADD), 1, 0, 3, FZ_STEP(1, TS_WAIT), 0x04, 0, 0, FZ_STEP(0, TS_SET), 2, 0,
+                   0, FZ_STEP(0, TS_PING), 0, 0, 0),
+        GEN_SCRIPT("close-with-parked-work", V(0), V(1), V(2), FZ_STEP(0, TS_WAIT), 0x04, 0, 0,
+                   FZ_STEP(1, TS_BARRIER), 4, 2, 0, FZ_STEP(2, TS_WAIT), 0x08, 0, 0, FZ_STEP(0, TA_CLOSE), 0, 0, 0,
+                   FZ_STEP(1, TA_CLOSE), 0, 0, 0, FZ_STEP(3, TS_VALIDATE), 0, 0, 0, FZ_STEP(3, TS_SET), 2, 0, 0,
+                   FZ_STEP(3, TS_BARRIER), 4, 2, 0),
+        GEN_SCRIPT("slow-reader", V(0), V(1), FZ_STEP(1, TS_SET), 0, 0, 6, FZ_STEP(0, TA_DEAF), 0, 0, 0,
+                   FZ_STEP(0, TS_GET), 0, 0, 0, FZ_STEP(0, TS_GET), 0, 0, 0, FZ_STEP(0, TS_GET), 0, 0, 0,
+                   FZ_STEP(0, TS_GET), 0, 0, 0, FZ_STEP(0, TA_TICK), 0, 3, 0, FZ_STEP(0, TS_GET), 0, 0, 0),
+        GEN_SCRIPT("partial-request", V(0), FZ_STEP(0, TA_RAW), 6, 0, 0, 1, 4, 0, 0, 0, 0, FZ_STEP(1, TA_RAW), 3, 0,
+                   0, 0, 0xce, 0xf7, FZ_STEP(0, TA_TICK), 0, 3, 0, FZ_STEP(0, TA_TICK), 0, 3, 0),
+        GEN_SCRIPT("limits", V(0), FZ_STEP(0, TS_SET), 7, 0, 0, V(1), FZ_STEP(1, TS_SET), 0, 0, 7, V(2),
+                   FZ_STEP(2, TS_VALIDATE), 0, 1, 0, FZ_STEP(3, TA_HALF_CLOSE), 0, 0, 0),
+    };
+#undef V
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+        if (gen_bytes(dir, s[i].name, s[i].steps, s[i].len) != 0)
+            return -1;
+    return 0;
+}
+
 /* Write every seed of the named target into dir. */
 int main(int argc, char **argv)
 {
     const char *target = argc == 3 ? argv[1] : "frame", *dir = argv[argc - 1];
     int rc;
     if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: %s [frame|conns] DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s [frame|conns|tcpstore] DIR\n", argv[0]);
         return 2;
     }
     if (strcmp(target, "frame") == 0)
         rc = gen_kv(dir) || gen_other(dir) || gen_odd(dir);
     else if (strcmp(target, "conns") == 0)
         rc = gen_conns(dir);
+    else if (strcmp(target, "tcpstore") == 0)
+        rc = gen_tcpstore(dir);
     else {
         fprintf(stderr, "gen-corpus: unknown target %s\n", target);
         return 2;
