@@ -56,7 +56,12 @@ static int ns_token_add(struct server *srv, const char *ns, size_t nslen, const 
     return (t->token = strdup(token)) ? 0 : -1;
 }
 
-/* Parse the lines of a token file ("NS TOKEN", '#' comments); 0, or -1 after logging why. */
+/* Parse the lines of a token file ("NS TOKEN", '#' comments); 0, or -1 after logging why.
+ *
+ * Lines are read whole, however long: with a 1 KiB buffer a longer line came in as two, and its
+ * second part could pass for a pair of its own ("job <1019 bytes> other x" configured "other").  A
+ * NUL byte ends a C string early, so a pair holding one would be read as something it does not
+ * say: such a line is malformed. */
 static int ns_token_file(struct server *srv, const char *path)
 {
     FILE *fp = fopen(path, "re");
@@ -64,13 +69,21 @@ static int ns_token_file(struct server *srv, const char *path)
         log_msg(LOG_ERROR, "cannot read token file %s: %s", path, strerror(errno));
         return -1;
     }
-    char line[1024];
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
     int lineno = 0, rc = 0;
-    while (rc == 0 && fgets(line, sizeof line, fp)) {
+    while (rc == 0 && (len = getline(&line, &cap, fp)) >= 0) {
         lineno++;
-        char *save = NULL, *ns = strtok_r(line, " \t\r\n", &save);
-        if (!ns || ns[0] == '#')
+        size_t lead = strspn(line, " \t\r\n");
+        if ((ssize_t)lead == len || line[lead] == '#')
             continue;
+        if (memchr(line, 0, (size_t)len)) {
+            log_msg(LOG_ERROR, "%s:%d: holds a NUL byte", path, lineno);
+            rc = -1;
+            continue;
+        }
+        char *save = NULL, *ns = strtok_r(line, " \t\r\n", &save);
         char *tok = strtok_r(NULL, " \t\r\n", &save);
         if (!tok || strtok_r(NULL, " \t\r\n", &save)) {
             log_msg(LOG_ERROR, "%s:%d: expected 'NAMESPACE TOKEN'", path, lineno);
@@ -79,6 +92,7 @@ static int ns_token_file(struct server *srv, const char *path)
             rc = ns_token_add(srv, ns, strlen(ns), tok);
         }
     }
+    free(line);
     fclose(fp);
     return rc;
 }
