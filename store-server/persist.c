@@ -468,6 +468,12 @@ int persist_ready(const struct server *srv)
     return !srv->persist || srv->persist->ready;
 }
 
+/* Whether a compaction is asked for or running (a test waits for it before closing). */
+int persist_compacting(const struct server *srv)
+{
+    return srv->persist && srv->persist->compact && compact_busy(srv->persist->compact);
+}
+
 /* ----------------------------------------------------------------- recovery */
 
 /* Create (if needed) and lock the data directory; 0 or an exit status. */

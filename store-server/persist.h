@@ -43,6 +43,8 @@ void persist_close(struct server *srv);
 int persist_ready(const struct server *srv);
 /* Offer every record logged from now on to rep as well (NULL: to none).  A no-op without a log. */
 void persist_replica(struct server *srv, const struct persist_replica *rep);
+/* Whether a compaction is asked for or running (a test waits for it before closing). */
+int persist_compacting(const struct server *srv);
 /* etcd confirmed every record up to lsn (--ha: the leader's log append); replies waiting for them go. */
 void persist_replicated(struct server *srv, uint64_t lsn);
 /* --ha lost leadership with records etcd will not confirm: frames waiting for them are never sent, every

@@ -1,21 +1,26 @@
 /*
  * Writes the seed corpora of the fuzz targets (run by hand when the
- * protocol or a script encoding changes):
+ * protocol, the record format or a script encoding changes):
  *
  *   gen-corpus frame DIR     one ClientFrame body per file (no length
  *                            prefix): one per op plus hello and odd cases
  *   gen-corpus conns DIR     scripts of native requests on several
  *                            connections (fuzz_script.h)
  *   gen-corpus tcpstore DIR  scripts of TCPStore requests
+ *   gen-corpus durable DIR   data directories: MANIFEST, snapshot and log
+ *                            segments, whole, torn and damaged
  *
  * The options corpus is plain text written by hand.
  */
+#include <event2/buffer.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "fuzz_script.h"
 #include "muster.pb-c.h"
+#include "precord.h"
 #include "tcpstore_int.h"
 
 /* Write a packed ClientFrame to DIR/name. */
@@ -300,13 +305,195 @@ static int gen_tcpstore(const char *dir)
     return 0;
 }
 
+/* A data directory being put together: the flags byte, then the files separated by "@@@@". */
+struct gen_dir {
+    struct evbuffer *b;
+};
+
+/* Start a directory with flags. */
+static void gen_dir_start(struct gen_dir *d, unsigned flags)
+{
+    unsigned char f = (unsigned char)flags;
+    d->b = evbuffer_new();
+    evbuffer_add(d->b, &f, 1);
+}
+
+/* End the current file (the next one follows). */
+static void gen_dir_next(struct gen_dir *d)
+{
+    evbuffer_add(d->b, "@@@@", 4);
+}
+
+/* Append a set record of ns. */
+static void gen_set(struct gen_dir *d, const char *ns, const char *key, size_t klen, const char *val)
+{
+    prec_put(d->b, PREC_SET, ns, strlen(ns), 1, key, klen, (const uint8_t *)val, strlen(val), 0);
+}
+
+/* Append a snapshot of two keys and a generation: begin (next segment next), records, end. */
+static void gen_snapshot(struct gen_dir *d, uint64_t next)
+{
+    prec_put(d->b, PREC_SNAP_BEGIN, "", 0, next, NULL, 0, NULL, 0, 0);
+    gen_set(d, "job", "a", 1, "1");
+    gen_set(d, "other", "b\0c", 3, "binary key");
+    prec_put(d->b, PREC_GEN, "job", 3, 0, NULL, 0, NULL, 0, 4);
+    prec_put(d->b, PREC_SNAP_END, "", 0, 3, NULL, 0, NULL, 0, 0);
+}
+
+/* Append a segment of a few records. */
+static void gen_segment(struct gen_dir *d, const char *tag)
+{
+    gen_set(d, "job", tag, strlen(tag), "value");
+    gen_set(d, "job", "a", 1, tag);
+    prec_put(d->b, PREC_DEL, "job", 3, 2, "a", 1, NULL, 0, 0);
+    prec_put(d->b, PREC_GEN, "job", 3, 3, NULL, 0, NULL, 0, 5);
+    gen_set(d, "", "in-default", 10, tag);
+}
+
+/* Append a record in the first format: a wire Request holding a SetReq. */
+static void gen_legacy_set(struct gen_dir *d)
+{
+    Muster__Request r = MUSTER__REQUEST__INIT;
+    Muster__SetReq set = MUSTER__SET_REQ__INIT;
+    uint8_t body[64], hdr[PREC_HDR];
+    size_t n;
+    set.key = "legacy";
+    set.value.data = (uint8_t *)"old";
+    set.value.len = 3;
+    r.op_case = MUSTER__REQUEST__OP_SET;
+    r.set = &set;
+    body[0] = PREC_SET;
+    body[1] = 3;
+    memcpy(body + 2, "job", 3);
+    n = 5 + muster__request__pack(&r, body + 5);
+    hdr[0] = (uint8_t)(n >> 24), hdr[1] = (uint8_t)(n >> 16), hdr[2] = (uint8_t)(n >> 8), hdr[3] = (uint8_t)n;
+    uLong crc = crc32(0L, body, (uInt)n);
+    hdr[4] = (uint8_t)(crc >> 24), hdr[5] = (uint8_t)(crc >> 16), hdr[6] = (uint8_t)(crc >> 8), hdr[7] = (uint8_t)crc;
+    evbuffer_add(d->b, hdr, sizeof hdr);
+    evbuffer_add(d->b, body, n);
+}
+
+/* Write the directory to DIR/name and free it. */
+static int gen_dir_write(struct gen_dir *d, const char *dir, const char *name)
+{
+    size_t n = evbuffer_get_length(d->b);
+    int rc = gen_bytes(dir, name, evbuffer_pullup(d->b, -1), n);
+    evbuffer_free(d->b);
+    return rc;
+}
+
+/* Damage the byte at offset at (from the end when negative) of the directory so far. */
+static void gen_flip(struct gen_dir *d, long at)
+{
+    size_t n = evbuffer_get_length(d->b);
+    uint8_t *p = evbuffer_pullup(d->b, -1);
+    p[at < 0 ? (long)n + at : at] ^= 0x40;
+}
+
+/* Cut the last n bytes of the directory so far. */
+static void gen_cut(struct gen_dir *d, size_t n)
+{
+    struct evbuffer *t = evbuffer_new();
+    evbuffer_remove_buffer(d->b, t, evbuffer_get_length(d->b) - n);
+    evbuffer_free(d->b);
+    d->b = t;
+}
+
+/* Flags of a data directory input (fuzz_durable.c). */
+enum { GD_REPAIR = 1, GD_MANIFEST = 2, GD_SNAPSHOT = 4, GD_SEGS1 = 8, GD_SEGS2 = 16, GD_FROM2 = 0x20, GD_FIXCRC = 0x80 };
+
+#define GEN_MANIFEST(snap, first, last) \
+    "muster-data-dir 1\nsnapshot 000000000000000" #snap "\nsegments 000000000000000" #first " 000000000000000" #last "\n"
+
+/* Write the data directory seeds of the durable target. */
+static int gen_durable(const char *dir)
+{
+    static const uint8_t huge[PREC_HDR] = {0x40, 0, 0, 0, 0, 0, 0, 0}; /* announces a 1 GiB body */
+    struct gen_dir d;
+    int rc = 0;
+    /* A whole directory: MANIFEST, snapshot covering segment 1, segments 2 and 3. */
+    gen_dir_start(&d, GD_MANIFEST | GD_SNAPSHOT | GD_SEGS2 | GD_FROM2);
+    evbuffer_add_printf(d.b, GEN_MANIFEST(2, 2, 3));
+    gen_dir_next(&d);
+    gen_snapshot(&d, 2);
+    gen_dir_next(&d);
+    gen_segment(&d, "two");
+    gen_dir_next(&d);
+    gen_segment(&d, "three");
+    rc |= gen_dir_write(&d, dir, "whole");
+    /* No MANIFEST (an old directory), two segments, the last torn in its last record. */
+    gen_dir_start(&d, GD_SEGS2);
+    gen_segment(&d, "one");
+    gen_dir_next(&d);
+    gen_segment(&d, "two");
+    gen_cut(&d, 5);
+    rc |= gen_dir_write(&d, dir, "torn-tail");
+    /* The last segment ends in zeros (its size reached the disk before its data). */
+    gen_dir_start(&d, GD_SEGS1);
+    gen_segment(&d, "one");
+    evbuffer_add(d.b, "\0\0\0\0\0\0\0\0\0\0\0\0", 12);
+    rc |= gen_dir_write(&d, dir, "zero-tail");
+    /* Damage in the middle of a segment with intact records after it: refused, or cut with repair. */
+    for (unsigned repair = 0; repair < 2; repair++) {
+        gen_dir_start(&d, GD_SEGS2 | repair);
+        gen_segment(&d, "one");
+        gen_flip(&d, 30);
+        gen_dir_next(&d);
+        gen_segment(&d, "two");
+        rc |= gen_dir_write(&d, dir, repair ? "damaged-repair" : "damaged");
+    }
+    /* A header announcing a 1 GiB body in a small file: a torn tail, read without allocating it... */
+    gen_dir_start(&d, GD_SEGS1);
+    gen_segment(&d, "one");
+    evbuffer_add(d.b, huge, sizeof huge);
+    evbuffer_add(d.b, "short", 5);
+    rc |= gen_dir_write(&d, dir, "huge-length-tail");
+    /* ... and with intact records after it: damage, not a tail. */
+    gen_dir_start(&d, GD_SEGS1);
+    evbuffer_add(d.b, huge, sizeof huge);
+    gen_segment(&d, "after");
+    rc |= gen_dir_write(&d, dir, "huge-length-then-records");
+    /* The MANIFEST names a segment that is not there. */
+    gen_dir_start(&d, GD_MANIFEST | GD_SEGS2);
+    evbuffer_add_printf(d.b, GEN_MANIFEST(0, 1, 3));
+    gen_dir_next(&d);
+    gen_segment(&d, "one");
+    gen_dir_next(&d);
+    gen_segment(&d, "two");
+    rc |= gen_dir_write(&d, dir, "missing-segment");
+    /* The MANIFEST names a snapshot that is not there (with repair: accepted, and said). */
+    gen_dir_start(&d, GD_MANIFEST | GD_SEGS1 | GD_FROM2 | GD_REPAIR);
+    evbuffer_add_printf(d.b, GEN_MANIFEST(2, 2, 2));
+    gen_dir_next(&d);
+    gen_segment(&d, "two");
+    rc |= gen_dir_write(&d, dir, "missing-snapshot-repair");
+    /* A snapshot whose end record counts wrong, and one cut short. */
+    gen_dir_start(&d, GD_SNAPSHOT);
+    prec_put(d.b, PREC_SNAP_BEGIN, "", 0, 1, NULL, 0, NULL, 0, 0);
+    gen_set(&d, "job", "a", 1, "1");
+    prec_put(d.b, PREC_SNAP_END, "", 0, 7, NULL, 0, NULL, 0, 0);
+    rc |= gen_dir_write(&d, dir, "snapshot-bad-count");
+    gen_dir_start(&d, GD_SNAPSHOT | GD_SEGS1);
+    gen_snapshot(&d, 1);
+    gen_cut(&d, 3);
+    gen_dir_next(&d);
+    gen_segment(&d, "one");
+    rc |= gen_dir_write(&d, dir, "snapshot-torn");
+    /* Records of the first format, and checksums fixed up after mutation. */
+    gen_dir_start(&d, GD_SEGS1 | GD_FIXCRC);
+    gen_legacy_set(&d);
+    gen_segment(&d, "one");
+    rc |= gen_dir_write(&d, dir, "legacy-records");
+    return rc;
+}
+
 /* Write every seed of the named target into dir. */
 int main(int argc, char **argv)
 {
     const char *target = argc == 3 ? argv[1] : "frame", *dir = argv[argc - 1];
     int rc;
     if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: %s [frame|conns|tcpstore] DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s [frame|conns|tcpstore|durable] DIR\n", argv[0]);
         return 2;
     }
     if (strcmp(target, "frame") == 0)
@@ -315,6 +502,8 @@ int main(int argc, char **argv)
         rc = gen_conns(dir);
     else if (strcmp(target, "tcpstore") == 0)
         rc = gen_tcpstore(dir);
+    else if (strcmp(target, "durable") == 0)
+        rc = gen_durable(dir);
     else {
         fprintf(stderr, "gen-corpus: unknown target %s\n", target);
         return 2;
