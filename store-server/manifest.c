@@ -50,9 +50,11 @@ int manifest_read(const char *dir, struct manifest_data *m, char *why, size_t wh
     fclose(fp);
     text[n] = 0;
     char tail;
+    /* Segments are numbered from 1, and every MANIFEST written names at least one: a first segment 0
+     * is damage, and taken at its word it would excuse every missing segment before last. */
     if (sscanf(text, MANIFEST_MAGIC "\nsnapshot %" SCNx64 "\nsegments %" SCNx64 " %" SCNx64 "\n%c", &m->snap_next,
                &m->first, &m->last, &tail) != 3 ||
-        m->first > m->last) {
+        m->first == 0 || m->first > m->last) {
         snprintf(why, whylen, "%s is malformed", path);
         return -1;
     }
