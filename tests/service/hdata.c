@@ -142,7 +142,7 @@ long long hd_size(const char *path)
 int hd_flip(const char *path, long long off, unsigned char x)
 {
     int fd = open(path, O_RDWR);
-    unsigned char c;
+    unsigned char c = 0;
     int ok = fd >= 0 && pread(fd, &c, 1, off) == 1;
     c ^= x;
     ok = ok && pwrite(fd, &c, 1, off) == 1;
