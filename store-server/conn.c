@@ -35,7 +35,7 @@
 #include "ops.h"
 #include "pbuf.h"
 #include "persist.h"
-#include "rdzv.h"
+#include "op_rdzv.h"
 #include "server.h"
 #include "source.h"
 #include "tls.h"
@@ -255,7 +255,7 @@ static void conn_free(struct conn *c)
     struct server *srv = c->srv;
     conn_cancel_pending(c);
     persist_hold_drop(srv, &c->io.hold);
-    rdzv_conn_closed(c); /* the rendezvous hook: a member's connection is its session */
+    op_rdzv_conn_closed(c); /* the rendezvous hook: a member's connection is its session */
     watch_conn_closed(c);
     if (c->ns)
         ns_conn_left(c->ns);

@@ -128,7 +128,7 @@ static void metrics_levels(struct server *srv, struct evbuffer *b)
     metrics_family(b, "muster_connections", "gauge", "Admitted client connections");
     evbuffer_add_printf(b, "muster_connections %zu\n", srv->nconns);
     metrics_family(b, "muster_waiters", "gauge", "Parked requests (waits, blocking gets, barriers, joins)");
-    evbuffer_add_printf(b, "muster_waiters %zu\n", srv->nwaiters);
+    evbuffer_add_printf(b, "muster_waiters %zu\n", srv->core.nwaiters);
     metrics_family(b, "muster_watches", "gauge", "Active watches");
     evbuffer_add_printf(b, "muster_watches %zu\n", srv->nwatches);
     metrics_family(b, "muster_ready", "gauge", "1 when serving (recovered, not draining)");

@@ -23,14 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "barrier.h"
 #include "conn.h"
 #include "log.h"
-#include "rdzv.h"
-#include "records.h"
 #include "server.h"
 #include "source.h"
-#include "waiters.h"
 #include "watch.h"
 
 /* A namespace's required token. */
@@ -137,18 +133,11 @@ int ns_configured(struct server *srv, const char *name)
     return t != NULL;
 }
 
-/* The keyspace change hook: emit the change as a record (logged before anyone is told), wake the key's
- * waiters, then tell watchers. */
-static void ns_on_change(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
+/* A key changed, after the core's reactions (the record, the rendezvous timeline, the key's waiters):
+ * tell watchers and the other front end. */
+static void ns_on_change(struct ns *ns, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
 {
-    struct ns *ns = arg;
-    struct record r = {.kind = what == KS_DELETE ? RECORD_DEL : RECORD_SET, .ns = ns->name, .key = key,
-                       .klen = klen, .val = e ? ks_val(e) : NULL, .vlen = e ? e->vlen : 0};
-    records_emit(ns->srv, &r);
-    rdzv_note_key(ns, key, klen);
     watch_notify(ns, what, key, klen, e);
-    if (what == KS_SET)
-        waiters_key_set(ns, key, klen);
     if (ns->ext_hook)
         ns->ext_hook(ns->ext_arg, what, key, klen, e);
 }
@@ -186,7 +175,7 @@ static struct ns *ns_get_for(struct server *srv, const char *name, const struct 
     ns->creator = creator;
     ns->idle_ms = conn_now_ms();
     const struct options *o = &srv->opt;
-    ks_init(&ns->ks, o->max_keys_per_ns, o->max_bytes_per_ns, o->max_value, &srv->stats, ns_on_change, ns);
+    core_ns_init(server_core(srv), ns, o->max_keys_per_ns, o->max_bytes_per_ns, o->max_value, ns_on_change);
     HASH_ADD(hh, srv->namespaces, name[0], len, ns);
     stats_inc(&srv->stats, STAT_NAMESPACES);
     log_msg(LOG_INFO, "namespace '%s' created", ns->name);
@@ -215,19 +204,15 @@ void ns_conn_left(struct ns *ns)
 /* Whether ns holds nothing that forgetting it would lose (see the top of this file). */
 static int ns_empty(const struct ns *ns)
 {
-    return ns->ks.count == 0 && ns->nconns == 0 && ns->nwaiters == 0 && !ns->waiters && !ns->wkeys &&
-           !ns->watches && !ns->barriers && !ns->rdzv && !ns->ext_hook;
+    return core_ns_empty(ns) && ns->nconns == 0 && !ns->watches && !ns->ext_hook;
 }
 
 /* Free one namespace and everything it holds. */
 static void ns_free(struct server *srv, struct ns *ns)
 {
     HASH_DEL(srv->namespaces, ns);
-    rdzv_ns_destroy(ns);
-    waiters_ns_destroy(ns);
-    barrier_ns_destroy(ns);
     watch_ns_destroy(ns);
-    ks_fini(&ns->ks);
+    core_ns_fini(ns);
     source_ns_put(srv, ns->creator);
     free(ns);
 }

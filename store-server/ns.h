@@ -1,38 +1,16 @@
-/* Namespaces (jobs): each holds a keyspace, parked waiters, barriers, watches and rendezvous state. */
+/* Namespaces (jobs): tokens, creation, the idle sweep; each holds the core's state plus watches. */
 #ifndef MUSTERD_NS_H
 #define MUSTERD_NS_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
-#include <uthash.h>
 
-#include "keyspace.h"
+#include "core.h"
 
 struct server;
-struct waiter;
-struct wkey;
-struct barrier;
-struct watch;
-struct source;
 
-struct ns {
-    UT_hash_handle hh;
-    struct server *srv;
-    struct keyspace ks;
-    struct wkey *wkeys;       /* keys some waiter is missing (waiters.c) */
-    struct waiter *waiters;   /* every parked waiter of this namespace (waiters.c) */
-    struct barrier *barriers; /* by name (barrier.c) */
-    struct watch *watches;    /* (watch.c) */
-    void *rdzv;               /* rendezvous state, owned by rdzv.c */
-    ks_hook_fn ext_hook;      /* another front end's change hook (the TCPStore listener), or NULL */
-    void *ext_arg;
-    size_t nconns;            /* connections that said hello to this namespace */
-    struct source *creator;   /* the address whose hello created it (source.c), or NULL */
-    uint64_t idle_ms;         /* when it was created or its last connection left (monotonic) */
-    size_t nwaiters;          /* parked requests of any kind (the --max-waiters-per-ns count) */
-    char name[];
-};
+/* struct ns itself is the core's (core.h): its state, then the daemon's part. */
 
 /* The longest namespace name. */
 #define NS_NAME_MAX 255

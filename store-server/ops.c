@@ -12,12 +12,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "barrier.h"
+#include "op_sync.h"
 #include "conn.h"
 #include "ha.h"
 #include "kvops.h"
 #include "pbuf.h"
-#include "rdzv.h"
+#include "op_rdzv.h"
 #include "server.h"
 #include "watch.h"
 
@@ -49,12 +49,12 @@ static const struct op_row ops_rows[OPS_SLOTS] = {
     OP(APPEND, kvops_append, F_KEY(Muster__AppendReq, key), F_VALUE(Muster__AppendReq, value)),
     OP(LIST, kvops_list, F_PREFIX(Muster__ListReq, prefix), F_PREFIX(Muster__ListReq, after)),
     OP(PING, kvops_ping, F_VALUE(Muster__PingReq, payload)),
-    OP(BARRIER, barrier_op, F_KEY(Muster__BarrierReq, name), F_PREFIX(Muster__BarrierReq, fetch)),
+    OP(BARRIER, op_sync_barrier, F_KEY(Muster__BarrierReq, name), F_PREFIX(Muster__BarrierReq, fetch)),
     OP(WATCH, watch_op_watch, F_PREFIX(Muster__WatchReq, prefix)),
     OP(UNWATCH, watch_op_unwatch, NO_FIELDS),
-    OP(RDZV_JOIN, rdzv_op_join, F_PREFIX(Muster__RdzvJoinReq, node_id)),
-    OP(RDZV_LEAVE, rdzv_op_leave, NO_FIELDS),
-    OP(RDZV_HEARTBEAT, rdzv_op_heartbeat, NO_FIELDS),
+    OP(RDZV_JOIN, op_rdzv_join, F_PREFIX(Muster__RdzvJoinReq, node_id)),
+    OP(RDZV_LEAVE, op_rdzv_leave, NO_FIELDS),
+    OP(RDZV_HEARTBEAT, op_rdzv_heartbeat, NO_FIELDS),
 };
 
 _Static_assert(OPS_SLOTS <= STATS_OP_SLOTS, "per-op counters need a slot per op case");

@@ -14,7 +14,7 @@
  * its own thread from the files and dumps it as the new snapshot.
  *
  * The other direction is the sink.  The state code emits a record through
- * records_emit at the change itself (the keyspace change hook, a
+ * core_emit (core/core.c) at the change itself (the keyspace change hook, a
  * generation being adopted), synchronously, so it is logged before anyone
  * is told; durability registers as the sink (persist.c).  A change that
  * records_apply makes emits a record too, marked with where it came from,
@@ -26,6 +26,7 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "core.h"
 #include "keyspace.h"
 #include "muster.pb-c.h"
 #include "ns.h"
@@ -175,18 +176,10 @@ static int records_each_ns(struct records *st, records_ns_fn fn, void *arg)
 
 /* ------------------------------------------------------------------ sink */
 
-/* Send the live state's records to sink from now on (NULL: nowhere). */
+/* Send the live state's records to sink from now on (NULL: nowhere); the core emits them (core_emit). */
 void records_sink(struct server *srv, const struct record_sink *sink)
 {
-    srv->records.sink = sink ? *sink : (struct record_sink){0};
-}
-
-/* The live state changed as r says: hand r to the sink now, marked with where the change came from. */
-void records_emit(struct server *srv, const struct record *r)
-{
-    const struct records *st = &srv->records;
-    if (st->sink.take)
-        st->sink.take(st->sink.arg, r, st->applying);
+    srv->core.sink = sink ? *sink : (struct record_sink){0};
 }
 
 /* ----------------------------------------------------------- record → state */
@@ -199,8 +192,10 @@ int records_apply(struct records *st, const struct record *r, enum record_origin
         return -1;
     if (records_ns_get(st, r->ns && r->ns[0] ? r->ns : "default", &n) != 0)
         return -1;
-    enum record_origin outer = st->applying;
-    st->applying = from;
+    /* Only the live state has a sink; an image's changes go nowhere. */
+    enum record_origin *applying = st->srv ? &st->srv->core.applying : &st->img_applying;
+    enum record_origin outer = *applying;
+    *applying = from;
     int rc = 0;
     if (r->kind == RECORD_SET) {
         uint8_t *val = (uint8_t *)(uintptr_t)(r->val ? r->val : (const uint8_t *)"");
@@ -210,7 +205,7 @@ int records_apply(struct records *st, const struct record *r, enum record_origin
     } else {
         records_ns_raise(&n, r->gen);
     }
-    st->applying = outer;
+    *applying = outer;
     return rc;
 }
 

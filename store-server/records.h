@@ -16,8 +16,7 @@ struct records {
     struct server *srv;          /* the live namespaces, or NULL for an image */
     struct records_img *img;     /* an image's namespaces, in creation order */
     struct stats *img_stats;     /* an image's keyspace counters, never reported */
-    struct record_sink sink;     /* the live state's: where records_emit sends records */
-    enum record_origin applying; /* where the change being applied came from (LOCAL outside records_apply) */
+    enum record_origin img_applying; /* an image's records_apply origin (the live one's is the core's) */
 };
 
 /* The live state of srv (server.h holds it). */
@@ -27,11 +26,9 @@ struct records *records_image_new(void);
 /* Free an image; NULL is fine. */
 void records_image_free(struct records *st);
 
-/* Send the live state's records to sink from now on (NULL: nowhere). */
+/* Send the live state's records to sink from now on (NULL: nowhere).  The state code emits them through
+ * core_emit at the change itself, before any reply or event reveals it. */
 void records_sink(struct server *srv, const struct record_sink *sink);
-/* The live state changed as r says: hand r to the sink now, marked with where the change came from.  The
- * state code calls this at the change itself, before any reply or event reveals it. */
-void records_emit(struct server *srv, const struct record *r);
 
 /* Apply r to st (its namespace created on first use); records the change emits reach the sink marked from.
  * 0, or -1 when st refused it (a limit, or memory). */

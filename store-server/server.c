@@ -1,8 +1,8 @@
 /*
  * The server context's life: set-up from options, listeners and the port
  * file, signals through the loop, the drain on SIGTERM/SIGINT, and
- * tear-down.  Also the small shared helpers for deadlines and the global
- * parked-request budget.
+ * tear-down.  The state's core (core/) gets its hooks here, over this
+ * loop (core_event.c), and its limits from the options.
  */
 #include "server.h"
 
@@ -17,6 +17,7 @@
 
 #include "barrier.h"
 #include "conn.h"
+#include "core_event.h"
 #include "listener.h"
 #include "log.h"
 #include "metrics.h"
@@ -48,6 +49,10 @@ int server_init(struct server *srv, int argc, char **argv)
         log_msg(LOG_ERROR, "cannot create the event loop");
         return EX_OSERR;
     }
+    struct core_hooks hooks;
+    core_event_hooks(srv->base, &hooks);
+    core_init(&srv->core, &hooks, NULL, &srv->stats);
+    server_core(srv);
     if (ns_tokens_load(srv) != 0)
         return EX_CONFIG;
     return -1;
@@ -176,7 +181,7 @@ void server_drain(struct server *srv, const char *reason)
         return;
     srv->draining = 1;
     notify_stopping(reason);
-    log_msg(LOG_INFO, "draining (%s): %zu connections, %zu parked requests", reason, srv->nconns, srv->nwaiters);
+    log_msg(LOG_INFO, "draining (%s): %zu connections, %zu parked requests", reason, srv->nconns, srv->core.nwaiters);
     for (size_t i = 0; i < srv->nlisteners; i++) {
         listener_close(srv->listeners[i]);
         srv->listeners[i] = NULL;
@@ -223,7 +228,7 @@ void server_fini(struct server *srv)
     free(srv->listeners);
     tcpstore_fini(srv); /* its parked waits belong to a namespace */
     ns_destroy_all(srv);
-    waiters_fini(srv);
+    core_fini(&srv->core);
     for (int i = 0; i < SERVER_NSIGNALS; i++)
         if (srv->signals[i])
             event_free(srv->signals[i]);
@@ -235,63 +240,18 @@ void server_fini(struct server *srv)
     log_close();
 }
 
-/* Clamp a request's timeout_ms: 0 = --wait-timeout, above --max-wait-timeout is cut. */
-uint32_t server_timeout(const struct server *srv, uint32_t timeout_ms)
-{
-    if (timeout_ms == 0)
-        return (uint32_t)srv->opt.wait_timeout;
-    return timeout_ms > srv->opt.max_wait_timeout ? (uint32_t)srv->opt.max_wait_timeout : timeout_ms;
-}
-
-/* Which share of parked requests is used up: 0 none, else the counter that counts the trip. */
-static int server_waiter_full(const struct server *srv, const size_t *ns_count, const size_t *conn_count)
+/* The state's core with its limits and counters taken from the options. */
+struct core *server_core(struct server *srv)
 {
     const struct options *o = &srv->opt;
-    if (srv->nwaiters >= o->max_waiters)
-        return STAT_LIMIT_WAITERS;
-    if (ns_count && *ns_count >= o->max_waiters_per_ns)
-        return STAT_LIMIT_WAITERS_PER_NS;
-    if (conn_count && *conn_count >= o->max_waiters_per_conn)
-        return STAT_LIMIT_WAITERS_PER_CONN;
-    return 0;
-}
-
-/* Reserve one parked-request slot in the server's, a namespace's and a connection's share (either
- * count may be NULL); OK, or LIMIT (counted) when one of them is used up. */
-int server_waiter_take(struct server *srv, size_t *ns_count, size_t *conn_count)
-{
-    int full = server_waiter_full(srv, ns_count, conn_count);
-    if (full) {
-        stats_inc(&srv->stats, (enum stat_id)full);
-        return MUSTER__STATUS__LIMIT;
-    }
-    srv->nwaiters++;
-    if (ns_count)
-        (*ns_count)++;
-    if (conn_count)
-        (*conn_count)++;
-    return MUSTER__STATUS__OK;
-}
-
-/* Release a slot server_waiter_take reserved with the same counts. */
-void server_waiter_put(struct server *srv, size_t *ns_count, size_t *conn_count)
-{
-    srv->nwaiters--;
-    if (ns_count)
-        (*ns_count)--;
-    if (conn_count)
-        (*conn_count)--;
-}
-
-/* Why server_waiter_take refused with the same counts: words for the LIMIT reply. */
-const char *server_waiter_why(const struct server *srv, const size_t *ns_count, const size_t *conn_count)
-{
-    switch (server_waiter_full(srv, ns_count, conn_count)) {
-    case STAT_LIMIT_WAITERS_PER_NS:
-        return "too many parked requests in this namespace (--max-waiters-per-ns)";
-    case STAT_LIMIT_WAITERS_PER_CONN:
-        return "too many parked requests on this connection (--max-waiters-per-conn)";
-    default:
-        return "too many parked requests on this server (--max-waiters)";
-    }
+    srv->core.stats = &srv->stats;
+    srv->core.lim = (struct core_limits){
+        .wait_timeout = o->wait_timeout,
+        .max_wait_timeout = o->max_wait_timeout,
+        .max_waiters = o->max_waiters,
+        .max_waiters_per_ns = o->max_waiters_per_ns,
+        .max_waiters_per_conn = o->max_waiters_per_conn,
+        .heartbeat_timeout = o->heartbeat_timeout,
+    };
+    return &srv->core;
 }

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core.h"
 #include "options.h"
 #include "records.h"
 #include "stats.h"
@@ -35,12 +36,9 @@ struct server {
     struct conn_io *ios;   /* every open connection's I/O, both front ends (conn_io.c) */
     size_t nconns;         /* admitted connections (the --max-connections count) */
     size_t nrefusing;      /* connections being sent a refusal */
-    size_t nwaiters;       /* parked requests (the --max-waiters count) */
     size_t nwatches;
     uint64_t next_session;
     uint64_t next_watch;
-    struct waiter *wake_queue; /* waiters whose keys all arrived (waiters.c) */
-    struct event *wake_ev;
     int draining;
     struct event *signals[SERVER_NSIGNALS];
     struct event *drain_timer;
@@ -49,7 +47,8 @@ struct server {
     struct tls *tls;         /* the TLS listeners (tls.c), NULL when none */
     struct tcpstore *tcpstore; /* the TCPStore listener (tcpstore.c), NULL when off */
     struct ha *ha;             /* high availability (ha.c), NULL when off */
-    struct records records;    /* the live state as records, and their sink (records.c) */
+    struct records records;    /* the live state as records (records.c) */
+    struct core core;          /* the state's hooks, limits, parked-request budget and record sink (core/) */
 };
 
 /* Parse options and set up logging, the loop and tokens; -1 to go on, else an exit status. */
@@ -64,15 +63,9 @@ void server_drain(struct server *srv, const char *reason);
 void server_conn_gone(struct server *srv);
 /* Free everything server_init and server_start made (safe after a partial init). */
 void server_fini(struct server *srv);
-/* Clamp a request's timeout_ms: 0 = --wait-timeout, above --max-wait-timeout is cut. */
-uint32_t server_timeout(const struct server *srv, uint32_t timeout_ms);
-/* Reserve one parked-request slot in the server's, a namespace's and a connection's share (either
- * count may be NULL); OK, or LIMIT (counted) when one of them is used up. */
-int server_waiter_take(struct server *srv, size_t *ns_count, size_t *conn_count);
-/* Release a slot server_waiter_take reserved with the same counts. */
-void server_waiter_put(struct server *srv, size_t *ns_count, size_t *conn_count);
-/* Why server_waiter_take refused with the same counts: words for the LIMIT reply. */
-const char *server_waiter_why(const struct server *srv, const size_t *ns_count, const size_t *conn_count);
+/* The state's core with its limits and counters taken from the options (tests make a server without
+ * server_init; the hooks are filled by server_init). */
+struct core *server_core(struct server *srv);
 /* Write a port atomically (temp file, then rename) so readers never see half a line; 0 on success. */
 int server_write_port_file(const char *path, uint16_t port);
 

@@ -157,7 +157,7 @@ static void tspark_bar_unlink(struct ts_park *p)
         free(bk);
     }
     p->bk = NULL;
-    server_waiter_put(ts->srv, &ts->ns->nwaiters, NULL);
+    core_waiter_put(&ts->srv->core, &ts->ns->nwaiters, NULL);
 }
 
 /* Free a park and everything it holds; its connection no longer has one. */
@@ -321,7 +321,7 @@ static int tspark_bar_park(struct ts_conn *c, const char *key, size_t klen, int6
     struct tcpstore *ts = c->ts;
     struct ts_bkey *bk = NULL;
     struct ts_park *p = NULL;
-    if (server_waiter_take(ts->srv, &ts->ns->nwaiters, NULL) != MUSTER__STATUS__OK)
+    if (core_waiter_take(&ts->srv->core, &ts->ns->nwaiters, NULL) != MUSTER__STATUS__OK)
         return -1;
     HASH_FIND(hh, ts->bkeys, key, klen, bk);
     if (!bk && (bk = calloc(1, sizeof *bk + klen + 1))) {
@@ -334,7 +334,7 @@ static int tspark_bar_park(struct ts_conn *c, const char *key, size_t klen, int6
             HASH_DEL(ts->bkeys, bk);
             free(bk);
         }
-        server_waiter_put(ts->srv, &ts->ns->nwaiters, NULL);
+        core_waiter_put(&ts->srv->core, &ts->ns->nwaiters, NULL);
         return -1;
     }
     p->c = c;

@@ -3,7 +3,7 @@
  * protocol, later others) park with a done callback and an owner pointer;
  * the waiter completes after the set that supplies its last missing key, on
  * its deadline, or on shutdown.  Completions after a set run from a wake
- * event on a later callback of the same loop iteration, so the request that
+ * call deferred to a later callback of the same loop iteration, so the request that
  * made the set is answered before the waiters it released.
  */
 #ifndef MUSTERD_WAITERS_H
@@ -13,8 +13,7 @@
 #include <stdint.h>
 
 struct ns;
-struct server;
-struct event;
+struct core_timer;
 struct waiter;
 
 /* Called once with OK, TIMEOUT or SHUTTING_DOWN; the waiter is freed when it returns.
@@ -40,9 +39,9 @@ struct waiter {
     char **keys;     /* copies, NUL-terminated */
     size_t *klens;
     struct wlink *links;
-    struct event *timer;
+    struct core_timer *timer;
     struct waiter *prev, *next;   /* the namespace's waiters */
-    int queued;                   /* on the server's wake queue */
+    int queued;                   /* on the core's wake queue */
     struct waiter *qprev, *qnext;
 };
 
@@ -60,7 +59,5 @@ void waiters_key_set(struct ns *ns, const char *key, size_t klen);
 void waiters_fail_all(struct ns *ns, int status);
 /* Free every waiter of ns without callbacks (at exit). */
 void waiters_ns_destroy(struct ns *ns);
-/* Free the server's wake event (at exit). */
-void waiters_fini(struct server *srv);
 
 #endif

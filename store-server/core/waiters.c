@@ -9,15 +9,13 @@
  */
 #include "waiters.h"
 
-#include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
 
-#include "log.h"
+#include "core.h"
 #include "muster.pb-c.h"
-#include "ns.h"
-#include "server.h"
+#include "stats.h"
 
 /* A key some waiters are missing, heading their links. */
 struct wkey {
@@ -71,26 +69,27 @@ static void waiters_unlink(struct ns *ns, struct wlink *l)
     }
 }
 
-/* Take w off the server's wake queue. */
+/* Take w off the core's wake queue. */
 static void waiters_unqueue(struct waiter *w)
 {
-    struct server *srv = w->ns->srv;
+    struct core *core = w->ns->core;
     if (!w->queued)
         return;
     if (w->qprev)
         w->qprev->qnext = w->qnext;
     else
-        srv->wake_queue = w->qnext;
+        core->wake_queue = w->qnext;
     if (w->qnext)
         w->qnext->qprev = w->qprev;
     w->queued = 0;
     w->qprev = w->qnext = NULL;
 }
 
-/* Unlink w from every list and the server's accounting, and free it. */
+/* Unlink w from every list and the core's accounting, and free it. */
 static void waiters_free(struct waiter *w)
 {
     struct ns *ns = w->ns;
+    struct core *core = ns->core;
     waiters_unqueue(w);
     for (size_t i = 0; i < w->nkeys; i++)
         waiters_unlink(ns, &w->links[i]);
@@ -101,9 +100,9 @@ static void waiters_free(struct waiter *w)
     if (w->next)
         w->next->prev = w->prev;
     if (w->timer)
-        event_free(w->timer);
-    server_waiter_put(ns->srv, &ns->nwaiters, w->share);
-    stats_dec(&ns->srv->stats, STAT_WAITERS_CURRENT);
+        core->hooks.timer_free(w->timer);
+    core_waiter_put(core, &ns->nwaiters, w->share);
+    stats_dec(core->stats, STAT_WAITERS_CURRENT);
     free(w);
 }
 
@@ -126,18 +125,16 @@ static size_t waiters_recheck(struct waiter *w)
 }
 
 /* The deadline: complete with TIMEOUT (or OK if the keys all arrived meanwhile). */
-static void waiters_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void waiters_timeout_cb(void *arg)
 {
-    (void)fd;
-    (void)what;
     struct waiter *w = arg;
-    struct server *srv = w->ns->srv;
+    struct stats *stats = w->ns->core->stats;
     if (waiters_recheck(w) == 0) {
-        stats_inc(&srv->stats, STAT_WAITS_WOKEN);
+        stats_inc(stats, STAT_WAITS_WOKEN);
         waiters_complete(w, MUSTER__STATUS__OK);
         return;
     }
-    stats_inc(&srv->stats, STAT_TIMEOUTS);
+    stats_inc(stats, STAT_TIMEOUTS);
     waiters_complete(w, MUSTER__STATUS__TIMEOUT);
 }
 
@@ -173,15 +170,15 @@ struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t
                             uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share, uint64_t id,
                             int kind, int *status)
 {
-    struct server *srv = ns->srv;
-    if ((*status = server_waiter_take(srv, &ns->nwaiters, share)) != MUSTER__STATUS__OK)
+    struct core *core = ns->core;
+    if ((*status = core_waiter_take(core, &ns->nwaiters, share)) != MUSTER__STATUS__OK)
         return NULL;
     struct waiter *w = waiters_alloc(keys, klens, n);
     if (w)
-        w->timer = evtimer_new(srv->base, waiters_timeout_cb, w);
+        w->timer = core->hooks.timer_new(core->hooks.ctx, waiters_timeout_cb, w);
     if (!w || !w->timer) {
         free(w);
-        server_waiter_put(srv, &ns->nwaiters, share);
+        core_waiter_put(core, &ns->nwaiters, share);
         *status = MUSTER__STATUS__INTERNAL;
         return NULL;
     }
@@ -196,33 +193,30 @@ struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t
     if (ns->waiters)
         ns->waiters->prev = w;
     ns->waiters = w;
-    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
-    evtimer_add(w->timer, &tv);
+    core->hooks.timer_arm(w->timer, timeout_ms);
     if (waiters_recheck(w) == 0)
-        event_active(w->timer, EV_TIMEOUT, 0); /* nothing missing: complete on the next turn */
-    stats_inc(&srv->stats, STAT_WAITS_PARKED);
-    stats_inc(&srv->stats, STAT_WAITERS_CURRENT);
+        core->hooks.defer(w->timer); /* nothing missing: complete on the next turn */
+    stats_inc(core->stats, STAT_WAITS_PARKED);
+    stats_inc(core->stats, STAT_WAITERS_CURRENT);
     return w;
 }
 
 /* Free a waiter without calling done (its owner went away). */
 void waiters_cancel(struct waiter *w)
 {
-    stats_inc(&w->ns->srv->stats, STAT_WAITS_CANCELED);
+    stats_inc(w->ns->core->stats, STAT_WAITS_CANCELED);
     waiters_free(w);
 }
 
 /* The wake event: complete every queued waiter whose keys are all still there. */
-static void waiters_wake_cb(evutil_socket_t fd, short what, void *arg)
+static void waiters_wake_cb(void *arg)
 {
-    (void)fd;
-    (void)what;
-    struct server *srv = arg;
-    while (srv->wake_queue) {
-        struct waiter *w = srv->wake_queue;
+    struct core *core = arg;
+    while (core->wake_queue) {
+        struct waiter *w = core->wake_queue;
         waiters_unqueue(w);
         if (waiters_recheck(w) == 0) {
-            stats_inc(&srv->stats, STAT_WAITS_WOKEN);
+            stats_inc(core->stats, STAT_WAITS_WOKEN);
             waiters_complete(w, MUSTER__STATUS__OK);
         }
     }
@@ -231,19 +225,19 @@ static void waiters_wake_cb(evutil_socket_t fd, short what, void *arg)
 /* Queue w for completion from the wake event. */
 static void waiters_enqueue(struct waiter *w)
 {
-    struct server *srv = w->ns->srv;
+    struct core *core = w->ns->core;
     if (w->queued)
         return;
-    if (!srv->wake_ev && !(srv->wake_ev = event_new(srv->base, -1, 0, waiters_wake_cb, srv))) {
-        log_msg(LOG_ERROR, "cannot create the wake event; waiter completes on its deadline");
+    if (!core->wake && !(core->wake = core->hooks.timer_new(core->hooks.ctx, waiters_wake_cb, core))) {
+        core_log(core, CORE_LOG_ERROR, "cannot create the wake event; waiter completes on its deadline");
         return;
     }
     w->queued = 1;
-    w->qnext = srv->wake_queue;
+    w->qnext = core->wake_queue;
     if (w->qnext)
         w->qnext->qprev = w;
-    srv->wake_queue = w;
-    event_active(srv->wake_ev, EV_TIMEOUT, 0);
+    core->wake_queue = w;
+    core->hooks.defer(core->wake);
 }
 
 /* A key was set: count it off for every waiter missing it, queueing those with nothing left. */
@@ -264,14 +258,6 @@ void waiters_key_set(struct ns *ns, const char *key, size_t klen)
     free(wk);
 }
 
-/* Free the server's wake event (at exit). */
-void waiters_fini(struct server *srv)
-{
-    if (srv->wake_ev)
-        event_free(srv->wake_ev);
-    srv->wake_ev = NULL;
-}
-
 /* Complete every waiter of ns with status (SHUTTING_DOWN on drain). */
 void waiters_fail_all(struct ns *ns, int status)
 {
@@ -280,7 +266,7 @@ void waiters_fail_all(struct ns *ns, int status)
         /* One whose keys all arrived is answered with them, not failed. */
         int st = (w->queued && waiters_recheck(w) == 0) ? MUSTER__STATUS__OK : status;
         if (st == MUSTER__STATUS__SHUTTING_DOWN)
-            stats_inc(&ns->srv->stats, STAT_SHUTDOWN_ANSWERED);
+            stats_inc(ns->core->stats, STAT_SHUTDOWN_ANSWERED);
         waiters_complete(w, st);
     }
 }

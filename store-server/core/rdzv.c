@@ -9,18 +9,21 @@
  * told NODE_WAITING so they can re-form.  Closing sorts the joiners by node
  * id (byte order), numbers them, and answers them all in the same loop turn.
  *
- * Each connection that ever joined has one node record (conn->rdzv): its
- * pending join, if any, and its membership.  A member is live while its
+ * Each owner (a connection of the native protocol) that ever joined has one
+ * node record (*owner->slot): its pending join, if any, and its membership.  A member is live while its
  * generation runs; it stays as a stale record after the generation breaks
  * (so its heartbeat can be told STALE_GENERATION) until the connection
  * re-joins, leaves or closes.  Losing a live member - close, leave, missed
  * heartbeat, or a re-join - breaks the generation: every other member gets
  * MEMBER_LOST in the same loop turn, and muster/rdzv/<gen>/broken is set
  * through the keyspace so non-members can wait or watch for it.
+ *
+ * Nothing here touches a socket, a timer or the log: replies and events go
+ * to the node's owner through its callbacks (struct rdzv_owner_ops), timers
+ * and the log through the core's hooks.
  */
 #include "rdzv.h"
 
-#include <event2/event.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,29 +32,27 @@
 #include <uthash.h>
 #include <utlist.h>
 
-#include "conn.h"
+#include "core.h"
 #include "keys.h"
-#include "log.h"
-#include "ns.h"
-#include "records.h"
-#include "server.h"
+#include "muster.pb-c.h"
+#include "stats.h"
 
 struct rdzv;
 
-/* One connection's rendezvous state: a pending join and/or a membership. */
+/* One owner's rendezvous state: a pending join and/or a membership. */
 struct rdzv_node {
     struct rdzv_node *prev, *next; /* every node of the namespace */
-    struct conn *conn;
+    struct rdzv_owner owner;
     struct rdzv *rz;
     char id[RDZV_ID_MAX + 1];
     uint32_t lws;
     int want_members;              /* its join asked for the member list */
     int joining;                   /* in the open round */
     uint64_t join_id;              /* the parked request */
-    struct event *join_timer;
+    struct core_timer *join_timer;
     uint64_t generation;           /* of its latest membership; 0 = never a member */
     uint32_t node_rank, rank_start;
-    struct event *hb_timer;
+    struct core_timer *hb_timer;
     UT_hash_handle hh_round;       /* in rz->round_ids while joining */
 };
 
@@ -68,7 +69,7 @@ struct rdzv {
     struct rdzv_set round;     /* the open round's joiners */
     struct rdzv_node *round_ids; /* the same joiners by id, so a join checks its id in O(1) */
     uint32_t min, max, last_call_ms;
-    struct event *last_call;
+    struct core_timer *last_call;
     uint64_t generation;       /* the latest generation formed; 0 = none yet */
     struct rdzv_set members;   /* that generation's members */
     int running;               /* the latest generation is running (not broken) */
@@ -108,11 +109,22 @@ static void rdzv_set_del(struct rdzv_set *s, const struct rdzv_node *n)
     }
 }
 
-/* Arm a timer for ms milliseconds from now. */
-static void rdzv_arm(struct event *ev, uint64_t ms)
+/* The core of a namespace's rendezvous state. */
+static struct core *rdzv_core(const struct rdzv *rz)
 {
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    evtimer_add(ev, &tv);
+    return rz->ns->core;
+}
+
+/* Arm a timer for ms milliseconds from now. */
+static void rdzv_arm(const struct rdzv *rz, struct core_timer *t, uint64_t ms)
+{
+    rdzv_core(rz)->hooks.timer_arm(t, ms);
+}
+
+/* Disarm a timer (a no-op when it is not pending). */
+static void rdzv_disarm(const struct rdzv *rz, struct core_timer *t)
+{
+    rdzv_core(rz)->hooks.timer_disarm(t);
 }
 
 /* Whether a node is a member of the running generation. */
@@ -126,20 +138,30 @@ static void rdzv_publish(struct rdzv *rz, const char *key, const char *val)
 {
     int st = ks_set(&rz->ns->ks, key, strlen(key), (uint8_t *)(uintptr_t)val, strlen(val), 0);
     if (st != MUSTER__STATUS__OK)
-        log_msg(LOG_WARN, "ns '%s': cannot publish %s (status %d)", rz->ns->name, key, st);
+        core_log(rdzv_core(rz), CORE_LOG_WARN, "ns '%s': cannot publish %s (status %d)", rz->ns->name, key, st);
 }
 
-/* Push a membership event to a node's connection. */
+/* Tell a node's owner of a membership event. */
 static void rdzv_push(struct rdzv_node *to, int kind, uint64_t gen, const char *node_id)
 {
-    Muster__MembershipEvent me = MUSTER__MEMBERSHIP_EVENT__INIT;
-    me.kind = (Muster__MembershipEvent__Kind)kind;
-    me.generation = gen;
-    me.node_id = (char *)node_id;
-    Muster__Event ev = MUSTER__EVENT__INIT;
-    ev.event_case = MUSTER__EVENT__EVENT_MEMBERSHIP;
-    ev.membership = &me;
-    conn_push_event(to->conn, &ev);
+    to->owner.ops->event(to->owner.arg, kind, gen, node_id);
+}
+
+/* Answer a node's join request id through its owner. */
+static void rdzv_reply(struct rdzv_node *n, uint64_t id, int status, const char *msg, const struct rdzv_assignment *a)
+{
+    n->owner.ops->reply(n->owner.arg, id, status, msg, a);
+}
+
+/* Wall-clock milliseconds, from the core's hook when there is one. */
+static uint64_t rdzv_wall_ms(const struct rdzv *rz)
+{
+    const struct core *core = rdzv_core(rz);
+    if (core->hooks.wall_ms)
+        return core->hooks.wall_ms(core->hooks.ctx);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* The namespace's rendezvous state, created on first use; NULL when memory ran out. */
@@ -161,9 +183,7 @@ static void rdzv_round_check(struct rdzv *rz);
 static void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen, const char *what, size_t len)
 {
     struct rdzv_event *ev = &rz->ring[rz->ring_next];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ev->wall_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    ev->wall_ms = rdzv_wall_ms(rz);
     ev->generation = gen;
     ev->kind = kind;
     if (len > RDZV_ID_MAX)
@@ -182,18 +202,18 @@ static void rdzv_break(struct rdzv *rz, struct rdzv_node *lost, const char *id, 
 {
     if (!rdzv_live(lost))
         return;
-    struct stats *st = &rz->ns->srv->stats;
+    struct stats *st = rdzv_core(rz)->stats;
     rz->running = 0;
     rz->failures++;
     stats_inc(st, STAT_RDZV_FAILURES);
     rdzv_event(rz, RDZV_EV_FAILED, rz->generation, id, strlen(id));
-    log_msg(LOG_INFO, "ns '%s': generation %" PRIu64 " broken: node '%s' %s", rz->ns->name, rz->generation, id,
-            why);
+    core_log(rdzv_core(rz), CORE_LOG_INFO, "ns '%s': generation %" PRIu64 " broken: node '%s' %s", rz->ns->name,
+             rz->generation, id, why);
     for (size_t i = 0; i < rz->members.n; i++) {
         struct rdzv_node *m = rz->members.v[i];
-        evtimer_del(m->hb_timer);
+        rdzv_disarm(rz, m->hb_timer);
         if (m != lost)
-            rdzv_push(m, MUSTER__MEMBERSHIP_EVENT__KIND__MEMBER_LOST, rz->generation, id);
+            rdzv_push(m, RDZV_MEMBER_LOST, rz->generation, id);
     }
     char key[64];
     keys_rdzv_broken(key, sizeof key, rz->generation);
@@ -203,14 +223,12 @@ static void rdzv_break(struct rdzv *rz, struct rdzv_node *lost, const char *id, 
 }
 
 /* A member's heartbeat deadline passed: it counts as lost. */
-static void rdzv_hb_expired(evutil_socket_t fd, short what, void *arg)
+static void rdzv_hb_expired(void *arg)
 {
-    (void)fd;
-    (void)what;
     struct rdzv_node *n = arg;
     if (!rdzv_live(n))
         return;
-    stats_inc(&n->rz->ns->srv->stats, STAT_RDZV_HEARTBEAT_TIMEOUTS);
+    stats_inc(rdzv_core(n->rz)->stats, STAT_RDZV_HEARTBEAT_TIMEOUTS);
     rdzv_break(n->rz, n, n->id, "missed its heartbeats");
 }
 
@@ -219,11 +237,12 @@ static void rdzv_hb_expired(evutil_socket_t fd, short what, void *arg)
 /* Release a joiner's parked request: its deadline, its pending id and its waiter slot. */
 static void rdzv_release(struct rdzv_node *n)
 {
+    struct core *core = rdzv_core(n->rz);
     n->joining = 0;
-    evtimer_del(n->join_timer);
-    conn_pending_remove(n->conn, n->join_id);
-    server_waiter_put(n->rz->ns->srv, &n->rz->ns->nwaiters, &n->conn->nwaiters);
-    stats_dec(&n->rz->ns->srv->stats, STAT_RDZV_PARKED_JOINS);
+    rdzv_disarm(n->rz, n->join_timer);
+    n->owner.ops->unpark(n->owner.arg, n->join_id);
+    core_waiter_put(core, &n->rz->ns->nwaiters, n->owner.share);
+    stats_dec(core->stats, STAT_RDZV_PARKED_JOINS);
 }
 
 /* Take a node out of the open round and release its parked request (no reply here). */
@@ -236,11 +255,11 @@ static void rdzv_unpark(struct rdzv_node *n)
     HASH_DELETE(hh_round, n->rz->round_ids, n);
 }
 
-/* Drop joiners whose connection is already closing: they cannot be members. */
+/* Drop joiners whose owner is already going away (a closing connection): they cannot be members. */
 static void rdzv_round_purge(struct rdzv *rz)
 {
     for (size_t i = rz->round.n; i-- > 0;)
-        if (!conn_live(rz->round.v[i]->conn))
+        if (!rz->round.v[i]->owner.ops->live(rz->round.v[i]->owner.arg))
             rdzv_unpark(rz->round.v[i]);
 }
 
@@ -255,13 +274,13 @@ static int rdzv_cmp(const void *a, const void *b)
 static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *joiners)
 {
     uint64_t world = 0;
-    uint64_t hb = rz->ns->srv->opt.heartbeat_timeout;
+    uint64_t hb = rdzv_core(rz)->lim.heartbeat_timeout;
     qsort(joiners->v, joiners->n, sizeof *joiners->v, rdzv_cmp);
     rz->generation++;
     rz->running = 1;
     rz->completed = 0;
     /* Logged before anyone is told the number, so a restart never hands it out again. */
-    records_emit(rz->ns->srv, &(struct record){.kind = RECORD_GEN, .ns = rz->ns->name, .gen = rz->generation});
+    core_emit(rdzv_core(rz), &(struct record){.kind = RECORD_GEN, .ns = rz->ns->name, .gen = rz->generation});
     free(rz->members.v);
     rz->members = *joiners;
     for (size_t i = 0; i < joiners->n; i++) {
@@ -271,7 +290,7 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *joiners)
         n->rank_start = (uint32_t)world;
         world += n->lws;
         if (hb)
-            rdzv_arm(n->hb_timer, hb);
+            rdzv_arm(rz, n->hb_timer, hb);
     }
     return world;
 }
@@ -282,39 +301,31 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *joiners)
 static void rdzv_answer(struct rdzv *rz, uint32_t world)
 {
     size_t n = rz->members.n;
-    Muster__Member *mv = calloc(n ? n : 1, sizeof *mv);
-    Muster__Member **mp = calloc(n ? n : 1, sizeof *mp);
-    for (size_t i = 0; mv && mp && i < n; i++) {
+    struct rdzv_member *mv = calloc(n ? n : 1, sizeof *mv);
+    for (size_t i = 0; mv && i < n; i++) {
         const struct rdzv_node *m = rz->members.v[i];
-        muster__member__init(&mv[i]);
-        mv[i].node_id = (char *)m->id;
-        mv[i].node_rank = m->node_rank;
-        mv[i].rank_start = m->rank_start;
-        mv[i].local_world_size = m->lws;
-        mp[i] = &mv[i];
+        mv[i] = (struct rdzv_member){m->id, m->node_rank, m->rank_start, m->lws};
     }
     for (size_t i = 0; i < n; i++) {
         struct rdzv_node *m = rz->members.v[i];
-        if (!mv || !mp) {
-            conn_reply(m->conn, m->join_id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);
+        if (!mv) {
+            rdzv_reply(m, m->join_id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);
             continue;
         }
-        Muster__Assignment a = MUSTER__ASSIGNMENT__INIT;
-        a.generation = rz->generation;
-        a.node_rank = m->node_rank;
-        a.num_nodes = (uint32_t)n;
-        a.rank_start = m->rank_start;
-        a.local_world_size = m->lws;
-        a.world_size = world;
-        a.n_members = m->want_members ? n : 0;
-        a.members = m->want_members ? mp : NULL;
-        a.node_id = m->id;
-        Muster__RdzvJoinRes r = MUSTER__RDZV_JOIN_RES__INIT;
-        r.assignment = &a;
-        conn_reply(m->conn, m->join_id, MUSTER__STATUS__OK, NULL, &r.base);
+        struct rdzv_assignment a = {
+            .generation = rz->generation,
+            .node_rank = m->node_rank,
+            .num_nodes = (uint32_t)n,
+            .rank_start = m->rank_start,
+            .local_world_size = m->lws,
+            .world_size = world,
+            .node_id = m->id,
+            .n_members = m->want_members ? n : 0,
+            .members = m->want_members ? mv : NULL,
+        };
+        rdzv_reply(m, m->join_id, MUSTER__STATUS__OK, NULL, &a);
     }
     free(mv);
-    free(mp);
 }
 
 /* Close the open round: form the next generation from its joiners and answer them all. */
@@ -324,14 +335,14 @@ static void rdzv_round_close(struct rdzv *rz)
     memset(&rz->round, 0, sizeof rz->round);
     HASH_CLEAR(hh_round, rz->round_ids);
     if (rz->last_call)
-        evtimer_del(rz->last_call);
+        rdzv_disarm(rz, rz->last_call);
     for (size_t i = 0; i < joiners.n; i++)
         rdzv_release(joiners.v[i]);
     /* Joins checked local_world_size * max_nodes <= UINT32_MAX, so the sum fits. */
     uint32_t world = (uint32_t)rdzv_adopt(rz, &joiners);
-    stats_inc(&rz->ns->srv->stats, STAT_RDZV_GENERATIONS);
-    log_msg(LOG_INFO, "ns '%s': generation %" PRIu64 " formed: %zu nodes, world size %" PRIu32, rz->ns->name,
-            rz->generation, rz->members.n, world);
+    stats_inc(rdzv_core(rz)->stats, STAT_RDZV_GENERATIONS);
+    core_log(rdzv_core(rz), CORE_LOG_INFO, "ns '%s': generation %" PRIu64 " formed: %zu nodes, world size %" PRIu32,
+             rz->ns->name, rz->generation, rz->members.n, world);
     rz->world = world;
     rdzv_event(rz, RDZV_EV_ASSIGNED, rz->generation, NULL, 0);
     rdzv_answer(rz, world);
@@ -341,10 +352,8 @@ static void rdzv_round_close(struct rdzv *rz)
 }
 
 /* The last call ended: close the round if it still has its minimum. */
-static void rdzv_last_call_cb(evutil_socket_t fd, short what, void *arg)
+static void rdzv_last_call_cb(void *arg)
 {
-    (void)fd;
-    (void)what;
     struct rdzv *rz = arg;
     rdzv_round_purge(rz);
     if (!rz->running && rz->round.n >= rz->min && rz->round.n > 0)
@@ -362,73 +371,74 @@ static void rdzv_round_check(struct rdzv *rz)
     if (rz->running || rz->round.n == 0 || rz->round.n < rz->min) {
         /* Below the minimum the last call starts over once it is reached again. */
         if (rz->last_call)
-            evtimer_del(rz->last_call);
+            rdzv_disarm(rz, rz->last_call);
         return;
     }
     if (rz->round.n >= rz->max || rz->last_call_ms == 0) {
         rdzv_round_close(rz);
         return;
     }
-    if (!rz->last_call && !(rz->last_call = evtimer_new(rz->ns->srv->base, rdzv_last_call_cb, rz))) {
+    const struct core_hooks *h = &rdzv_core(rz)->hooks;
+    if (!rz->last_call && !(rz->last_call = h->timer_new(h->ctx, rdzv_last_call_cb, rz))) {
         rdzv_round_close(rz);
         return;
     }
-    if (!evtimer_pending(rz->last_call, NULL))
-        rdzv_arm(rz->last_call, rz->last_call_ms);
+    if (!h->timer_pending(rz->last_call))
+        rdzv_arm(rz, rz->last_call, rz->last_call_ms);
 }
 
 /* ------------------------------------------------------------- nodes */
 
 /* A parked join's deadline passed: answer TIMEOUT and leave the round. */
-static void rdzv_join_expired(evutil_socket_t fd, short what, void *arg)
+static void rdzv_join_expired(void *arg)
 {
-    (void)fd;
-    (void)what;
     struct rdzv_node *n = arg;
     if (!n->joining)
         return;
     uint64_t id = n->join_id;
     rdzv_unpark(n);
-    stats_inc(&n->rz->ns->srv->stats, STAT_TIMEOUTS);
-    conn_replyf(n->conn, id, MUSTER__STATUS__TIMEOUT, "round did not close in time (%zu of min %u nodes joined)",
-                n->rz->round.n + 1, n->rz->min);
+    stats_inc(rdzv_core(n->rz)->stats, STAT_TIMEOUTS);
+    char msg[128];
+    snprintf(msg, sizeof msg, "round did not close in time (%zu of min %u nodes joined)", n->rz->round.n + 1,
+             n->rz->min);
+    rdzv_reply(n, id, MUSTER__STATUS__TIMEOUT, msg, NULL);
     rdzv_round_check(n->rz);
 }
 
-/* The connection closed while its join was parked (conn_pending cancel): leave the round silently. */
-static void rdzv_join_cancel(void *arg)
+/* The owner dropped n's parked join (its connection is closing): n leaves the round silently. */
+void rdzv_join_cancel(struct rdzv_node *n)
 {
-    struct rdzv_node *n = arg;
     if (!n->joining)
         return;
-    /* conn.c already forgot the pending id; removing it again is a no-op. */
+    /* The owner already forgot the parked id; unpark tells it again, which must be a no-op. */
     rdzv_unpark(n);
     rdzv_round_check(n->rz);
 }
 
-/* The node record of connection c, created on first use; NULL when memory ran out. */
-static struct rdzv_node *rdzv_node_of(struct conn *c)
+/* The node record of owner in ns (*owner->slot), created on first use; NULL when memory ran out. */
+static struct rdzv_node *rdzv_node_of(struct ns *ns, const struct rdzv_owner *owner)
 {
-    if (c->rdzv)
-        return c->rdzv;
-    struct rdzv *rz = rdzv_of(c->ns);
+    if (*owner->slot)
+        return *owner->slot;
+    struct rdzv *rz = rdzv_of(ns);
     struct rdzv_node *n = rz ? calloc(1, sizeof *n) : NULL;
     if (!n)
         return NULL;
-    n->conn = c;
+    const struct core_hooks *h = &ns->core->hooks;
+    n->owner = *owner;
     n->rz = rz;
-    n->join_timer = evtimer_new(c->srv->base, rdzv_join_expired, n);
-    n->hb_timer = evtimer_new(c->srv->base, rdzv_hb_expired, n);
+    n->join_timer = h->timer_new(h->ctx, rdzv_join_expired, n);
+    n->hb_timer = h->timer_new(h->ctx, rdzv_hb_expired, n);
     if (!n->join_timer || !n->hb_timer) {
         if (n->join_timer)
-            event_free(n->join_timer);
+            h->timer_free(n->join_timer);
         if (n->hb_timer)
-            event_free(n->hb_timer);
+            h->timer_free(n->hb_timer);
         free(n);
         return NULL;
     }
     DL_APPEND(rz->nodes, n);
-    c->rdzv = n;
+    *owner->slot = n;
     return n;
 }
 
@@ -439,17 +449,16 @@ static void rdzv_node_free(struct rdzv_node *n)
     if (n->generation == rz->generation)
         rdzv_set_del(&rz->members, n);
     DL_DELETE(rz->nodes, n);
-    event_free(n->join_timer);
-    event_free(n->hb_timer);
-    if (n->conn)
-        n->conn->rdzv = NULL;
+    rdzv_core(rz)->hooks.timer_free(n->join_timer);
+    rdzv_core(rz)->hooks.timer_free(n->hb_timer);
+    *n->owner.slot = NULL;
     free(n);
 }
 
 /* --------------------------------------------------------------- ops */
 
 /* Check a join's parameters; a wire status with msg filled. */
-static int rdzv_join_check(const Muster__RdzvJoinReq *j, char *msg, size_t len)
+static int rdzv_join_check(const struct rdzv_join_req *j, char *msg, size_t len)
 {
     if (strlen(j->node_id) > RDZV_ID_MAX) {
         snprintf(msg, len, "node_id longer than %d bytes", RDZV_ID_MAX);
@@ -476,13 +485,13 @@ static int rdzv_id_taken(const struct rdzv *rz, const struct rdzv_node *self, co
 /* Give a node that joined with "" an id no joiner of the round uses. */
 static void rdzv_auto_id(const struct rdzv *rz, struct rdzv_node *n)
 {
-    snprintf(n->id, sizeof n->id, "node-%" PRIu64, n->conn->session_id);
+    snprintf(n->id, sizeof n->id, "node-%" PRIu64, n->owner.session_id);
     for (unsigned k = 1; rdzv_id_taken(rz, n, n->id) && k <= rz->round.n + 1; k++)
-        snprintf(n->id, sizeof n->id, "node-%" PRIu64 "-%u", n->conn->session_id, k);
+        snprintf(n->id, sizeof n->id, "node-%" PRIu64 "-%u", n->owner.session_id, k);
 }
 
 /* Whether the join agrees with the open round; a wire status with msg filled. */
-static int rdzv_join_fits(const struct rdzv *rz, const Muster__RdzvJoinReq *j, char *msg, size_t len)
+static int rdzv_join_fits(const struct rdzv *rz, const struct rdzv_join_req *j, char *msg, size_t len)
 {
     if (rz->round.n > 0 && (j->min_nodes != rz->min || j->max_nodes != rz->max)) {
         snprintf(msg, len, "the open round has min_nodes %u max_nodes %u, this join %u %u", rz->min, rz->max,
@@ -496,29 +505,31 @@ static int rdzv_join_fits(const struct rdzv *rz, const Muster__RdzvJoinReq *j, c
     return MUSTER__STATUS__OK;
 }
 
-/* Put node n into the open round with its request and deadline; a wire status. */
-static int rdzv_park(struct rdzv_node *n, const Muster__Request *req)
+/* Put node n into the open round with its request id and deadline; a wire status with msg filled. */
+static int rdzv_park(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_t id, char *msg, size_t len)
 {
-    const Muster__RdzvJoinReq *j = req->rdzv_join;
     struct rdzv *rz = n->rz;
-    struct server *srv = n->conn->srv;
-    int st = server_waiter_take(srv, &rz->ns->nwaiters, &n->conn->nwaiters);
-    if (st != MUSTER__STATUS__OK)
+    struct core *core = rdzv_core(rz);
+    int st = core_waiter_take(core, &rz->ns->nwaiters, n->owner.share);
+    if (st != MUSTER__STATUS__OK) {
+        snprintf(msg, len, "%s", core_waiter_why(core, &rz->ns->nwaiters, n->owner.share));
         return st;
-    if (rdzv_set_add(&rz->round, n) != 0 || conn_pending_add(n->conn, req->id, rdzv_join_cancel, n) != 0) {
+    }
+    if (rdzv_set_add(&rz->round, n) != 0 || n->owner.ops->park(n->owner.arg, id, n) != 0) {
         rdzv_set_del(&rz->round, n);
-        server_waiter_put(srv, &rz->ns->nwaiters, &n->conn->nwaiters);
+        core_waiter_put(core, &rz->ns->nwaiters, n->owner.share);
+        snprintf(msg, len, "out of memory");
         return MUSTER__STATUS__INTERNAL;
     }
-    stats_inc(&srv->stats, STAT_RDZV_PARKED_JOINS);
+    stats_inc(core->stats, STAT_RDZV_PARKED_JOINS);
     if (rz->round.n == 1) {
         rz->min = j->min_nodes;
         rz->max = j->max_nodes;
         rz->last_call_ms = j->last_call_ms;
-        stats_inc(&srv->stats, STAT_RDZV_ROUNDS);
+        stats_inc(core->stats, STAT_RDZV_ROUNDS);
     }
     n->joining = 1;
-    n->join_id = req->id;
+    n->join_id = id;
     n->lws = j->local_world_size;
     n->want_members = j->want_members;
     if (*j->node_id)
@@ -526,46 +537,39 @@ static int rdzv_park(struct rdzv_node *n, const Muster__Request *req)
     else
         rdzv_auto_id(rz, n);
     HASH_ADD_KEYPTR(hh_round, rz->round_ids, n->id, strlen(n->id), n);
-    rdzv_arm(n->join_timer, server_timeout(srv, j->timeout_ms));
+    rdzv_arm(rz, n->join_timer, core_timeout(core, j->timeout_ms));
     rdzv_event(rz, RDZV_EV_JOINED, rz->generation + 1, n->id, strlen(n->id));
     return MUSTER__STATUS__OK;
 }
 
-/* rdzv_join: join the namespace's next round; answer later with conn_reply (an op table row). */
-void rdzv_op_join(struct conn *c, Muster__Request *req)
+/* Join ns's next round for owner; the answer comes through reply.  Not OK (msg filled): nothing parked. */
+int rdzv_join(struct ns *ns, const struct rdzv_owner *owner, const struct rdzv_join_req *j, uint64_t id,
+              char *msg, size_t len)
 {
-    char msg[256];
-    const Muster__RdzvJoinReq *j = req->rdzv_join;
-    int st = rdzv_join_check(j, msg, sizeof msg);
-    struct rdzv_node *n = st == MUSTER__STATUS__OK ? rdzv_node_of(c) : NULL;
+    int st = rdzv_join_check(j, msg, len);
+    struct rdzv_node *n = st == MUSTER__STATUS__OK ? rdzv_node_of(ns, owner) : NULL;
     if (st == MUSTER__STATUS__OK && !n)
-        snprintf(msg, sizeof msg, "out of memory"), st = MUSTER__STATUS__INTERNAL;
+        snprintf(msg, len, "out of memory"), st = MUSTER__STATUS__INTERNAL;
     if (n && n->joining)
-        snprintf(msg, sizeof msg, "a join is already pending on this connection"), st = MUSTER__STATUS__BAD_REQUEST;
+        snprintf(msg, len, "a join is already pending on this connection"), st = MUSTER__STATUS__BAD_REQUEST;
     if (st == MUSTER__STATUS__OK)
-        st = rdzv_join_fits(n->rz, j, msg, sizeof msg);
-    if (st != MUSTER__STATUS__OK) {
-        conn_reply(c, req->id, st, msg, NULL);
-        return;
-    }
+        st = rdzv_join_fits(n->rz, j, msg, len);
+    if (st != MUSTER__STATUS__OK)
+        return st;
     struct rdzv *rz = n->rz;
     char old_id[RDZV_ID_MAX + 1];
     memcpy(old_id, n->id, sizeof old_id);
-    if ((st = rdzv_park(n, req)) != MUSTER__STATUS__OK) {
-        conn_reply(c, req->id, st,
-                   st == MUSTER__STATUS__LIMIT ? server_waiter_why(c->srv, &c->ns->nwaiters, &c->nwaiters)
-                                               : "out of memory",
-                   NULL);
-        return;
-    }
+    if ((st = rdzv_park(n, j, id, msg, len)) != MUSTER__STATUS__OK)
+        return st;
     /* A member joining again wants a new world: its generation ends, and as the node is already
      * in the round, a round closing on that break includes it. */
     if (rdzv_live(n))
         rdzv_break(rz, n, old_id, "joined again");
     else if (rz->running)
         for (size_t i = 0; i < rz->members.n; i++)
-            rdzv_push(rz->members.v[i], MUSTER__MEMBERSHIP_EVENT__KIND__NODE_WAITING, rz->generation, n->id);
+            rdzv_push(rz->members.v[i], RDZV_NODE_WAITING, rz->generation, n->id);
     rdzv_round_check(rz);
+    return MUSTER__STATUS__OK;
 }
 
 /* The running generation's last member left finished: it completed, which is not a failure. */
@@ -576,70 +580,56 @@ static void rdzv_complete_check(struct rdzv *rz)
     rz->running = 0;
     rz->completed = 1;
     rdzv_event(rz, RDZV_EV_COMPLETED, rz->generation, NULL, 0);
-    log_msg(LOG_INFO, "ns '%s': generation %" PRIu64 " completed: every node finished", rz->ns->name, rz->generation);
+    core_log(rdzv_core(rz), CORE_LOG_INFO, "ns '%s': generation %" PRIu64 " completed: every node finished",
+             rz->ns->name, rz->generation);
     /* A round that waited for this generation to end may close now. */
     rdzv_round_check(rz);
 }
 
-/* rdzv_leave: end this connection's membership (an op table row). */
-void rdzv_op_leave(struct conn *c, Muster__Request *req)
+/* End node n's membership (a parked join is answered NOT_MEMBER first); n is freed. */
+void rdzv_leave(struct rdzv_node *n, int finished)
 {
-    struct rdzv_node *n = c->rdzv;
-    if (!n) {
-        conn_reply(c, req->id, MUSTER__STATUS__NOT_MEMBER, "this connection never joined", NULL);
-        return;
-    }
     if (n->joining) {
         uint64_t id = n->join_id;
         rdzv_unpark(n);
-        conn_reply(c, id, MUSTER__STATUS__NOT_MEMBER, "left before the round closed", NULL);
+        rdzv_reply(n, id, MUSTER__STATUS__NOT_MEMBER, "left before the round closed", NULL);
         rdzv_round_check(n->rz);
     }
     if (n->generation)
         rdzv_event(n->rz, RDZV_EV_LEFT, n->generation, n->id, strlen(n->id));
     struct rdzv *rz = n->rz;
-    if (req->rdzv_leave->finished && rdzv_live(n)) {
+    if (finished && rdzv_live(n)) {
         rdzv_node_free(n); /* out of the members, and its heartbeats are no longer due */
         rdzv_complete_check(rz);
     } else {
         rdzv_break(rz, n, n->id, "left");
         rdzv_node_free(n);
     }
-    Muster__RdzvLeaveRes r = MUSTER__RDZV_LEAVE_RES__INIT;
-    conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
 }
 
-/* rdzv_heartbeat: keep this connection's membership alive (an op table row). */
-void rdzv_op_heartbeat(struct conn *c, Muster__Request *req)
+/* Keep n's membership of generation gen alive; OK, or NOT_MEMBER / STALE_GENERATION with msg filled. */
+int rdzv_heartbeat(struct rdzv_node *n, uint64_t gen, char *msg, size_t len)
 {
-    struct rdzv_node *n = c->rdzv;
-    uint64_t gen = req->rdzv_heartbeat->generation;
     if (!n || n->generation == 0) {
-        conn_reply(c, req->id, MUSTER__STATUS__NOT_MEMBER, "this connection is not a member", NULL);
-        return;
+        snprintf(msg, len, "this connection is not a member");
+        return MUSTER__STATUS__NOT_MEMBER;
     }
     if (!rdzv_live(n) || gen != n->generation) {
-        conn_replyf(c, req->id, MUSTER__STATUS__STALE_GENERATION, "generation %" PRIu64 " has ended (latest %" PRIu64 ")",
-                    gen, n->rz->generation);
-        return;
+        snprintf(msg, len, "generation %" PRIu64 " has ended (latest %" PRIu64 ")", gen, n->rz->generation);
+        return MUSTER__STATUS__STALE_GENERATION;
     }
-    uint64_t hb = c->srv->opt.heartbeat_timeout;
+    uint64_t hb = rdzv_core(n->rz)->lim.heartbeat_timeout;
     if (hb)
-        rdzv_arm(n->hb_timer, hb);
-    Muster__RdzvHeartbeatRes r = MUSTER__RDZV_HEARTBEAT_RES__INIT;
-    r.generation = gen;
-    conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
+        rdzv_arm(n->rz, n->hb_timer, hb);
+    return MUSTER__STATUS__OK;
 }
 
 /* -------------------------------------------------------------- hooks */
 
-/* A connection is closing: drop its membership or parked join (c->rdzv). */
-void rdzv_conn_closed(struct conn *c)
+/* The owner is going away: n's parked join and membership end (breaking its generation); n is freed. */
+void rdzv_node_gone(struct rdzv_node *n)
 {
-    struct rdzv_node *n = c->rdzv;
-    if (!n)
-        return;
-    /* The parked join was normally cancelled already, through conn_pending. */
+    /* The parked join was normally cancelled already, through the owner's cancel. */
     if (n->joining)
         rdzv_join_cancel(n);
     rdzv_break(n->rz, n, n->id, "closed its connection");
@@ -656,11 +646,11 @@ void rdzv_shutdown(struct ns *ns)
         struct rdzv_node *n = rz->round.v[rz->round.n - 1];
         uint64_t id = n->join_id;
         rdzv_unpark(n);
-        conn_reply(n->conn, id, MUSTER__STATUS__SHUTTING_DOWN, "server is shutting down", NULL);
+        rdzv_reply(n, id, MUSTER__STATUS__SHUTTING_DOWN, "server is shutting down", NULL);
     }
 }
 
-/* Free ns->rdzv (at exit), detaching any connection still pointing into it. */
+/* Free ns->rdzv (at exit), detaching any owner still pointing into it. */
 void rdzv_ns_destroy(struct ns *ns)
 {
     struct rdzv *rz = ns->rdzv;
@@ -674,7 +664,7 @@ void rdzv_ns_destroy(struct ns *ns)
         rdzv_node_free(n);
     }
     if (rz->last_call)
-        event_free(rz->last_call);
+        rdzv_core(rz)->hooks.timer_free(rz->last_call);
     free(rz->round.v);
     free(rz->members.v);
     free(rz);

@@ -5,10 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "muster.pb-c.h"
-
 struct ns;
-struct conn;
+struct core_timer;
 struct barrier_arrival;
 
 /* Called once per arrival with OK (round and arrival number filled), TIMEOUT or SHUTTING_DOWN;
@@ -23,7 +21,7 @@ struct barrier_arrival {
     uint64_t id;
     uint32_t arrival; /* 1-based position in the round */
     uint32_t timeout_ms;
-    struct event *timer;
+    struct core_timer *timer;
     struct barrier_arrival *prev, *next;
     char fetch[]; /* the key whose value the release answers with ("" for none) */
 };
@@ -40,7 +38,7 @@ void barrier_cancel(struct barrier_arrival *a);
 void barrier_fail_all(struct ns *ns, int status);
 /* Free every barrier of ns (at exit). */
 void barrier_ns_destroy(struct ns *ns);
-/* The barrier op of the native protocol (an op table row). */
-void barrier_op(struct conn *c, Muster__Request *req);
+/* A barrier's name and the open round's expected and arrived counts (for a timeout's words). */
+const char *barrier_name(const struct barrier *b, uint32_t *count, uint32_t *arrived);
 
 #endif

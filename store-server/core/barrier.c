@@ -10,15 +10,13 @@
  */
 #include "barrier.h"
 
-#include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
 
-#include "conn.h"
-#include "keyspace.h"
-#include "ns.h"
-#include "server.h"
+#include "core.h"
+#include "muster.pb-c.h"
+#include "stats.h"
 
 struct barrier {
     UT_hash_handle hh;
@@ -43,8 +41,8 @@ static void barrier_free_arrival(struct barrier_arrival *a)
         a->next->prev = a->prev;
     if (--b->arrived == 0)
         b->count = 0;
-    event_free(a->timer);
-    server_waiter_put(b->ns->srv, &b->ns->nwaiters, a->share);
+    b->ns->core->hooks.timer_free(a->timer);
+    core_waiter_put(b->ns->core, &b->ns->nwaiters, a->share);
     free(a);
 }
 
@@ -56,12 +54,10 @@ static void barrier_finish(struct barrier_arrival *a, int status, uint64_t round
 }
 
 /* A parked arrival's deadline passed: it leaves the round. */
-static void barrier_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void barrier_timeout_cb(void *arg)
 {
-    (void)fd;
-    (void)what;
     struct barrier_arrival *a = arg;
-    stats_inc(&a->b->ns->srv->stats, STAT_TIMEOUTS);
+    stats_inc(a->b->ns->core->stats, STAT_TIMEOUTS);
     barrier_finish(a, MUSTER__STATUS__TIMEOUT, a->b->round);
 }
 
@@ -74,7 +70,7 @@ static struct barrier *barrier_get(struct ns *ns, const char *name, size_t nlen,
         return b;
     /* Barrier names are bounded like keys. */
     if (HASH_COUNT(ns->barriers) >= ns->ks.max_keys) {
-        stats_inc(&ns->srv->stats, STAT_LIMIT_KEYS_PER_NS);
+        stats_inc(ns->core->stats, STAT_LIMIT_KEYS_PER_NS);
         *st = MUSTER__STATUS__LIMIT;
         return NULL;
     }
@@ -94,7 +90,7 @@ static struct barrier *barrier_get(struct ns *ns, const char *name, size_t nlen,
 static void barrier_release(struct barrier *b)
 {
     uint64_t round = b->round++;
-    stats_inc(&b->ns->srv->stats, STAT_BARRIER_ROUNDS);
+    stats_inc(b->ns->core->stats, STAT_BARRIER_ROUNDS);
     while (b->head)
         barrier_finish(b->head, MUSTER__STATUS__OK, round);
 }
@@ -114,15 +110,16 @@ int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count,
         return *why = "cannot create barrier", st;
     if (b->arrived && b->count != count)
         return *why = "count differs from the other arrivals of this round", MUSTER__STATUS__BAD_REQUEST;
-    if ((st = server_waiter_take(ns->srv, &ns->nwaiters, share)) != MUSTER__STATUS__OK)
-        return *why = server_waiter_why(ns->srv, &ns->nwaiters, share), st;
+    struct core *core = ns->core;
+    if ((st = core_waiter_take(core, &ns->nwaiters, share)) != MUSTER__STATUS__OK)
+        return *why = core_waiter_why(core, &ns->nwaiters, share), st;
     struct barrier_arrival *a = calloc(1, sizeof *a + flen + 1);
-    if (a && !(a->timer = evtimer_new(ns->srv->base, barrier_timeout_cb, a))) {
+    if (a && !(a->timer = core->hooks.timer_new(core->hooks.ctx, barrier_timeout_cb, a))) {
         free(a);
         a = NULL;
     }
     if (!a) {
-        server_waiter_put(ns->srv, &ns->nwaiters, share);
+        core_waiter_put(core, &ns->nwaiters, share);
         return *why = "out of memory", MUSTER__STATUS__INTERNAL;
     }
     if (flen)
@@ -143,8 +140,7 @@ int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count,
         barrier_release(b);
         return MUSTER__STATUS__OK;
     }
-    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
-    evtimer_add(a->timer, &tv);
+    core->hooks.timer_arm(a->timer, timeout_ms);
     *out = a;
     return MUSTER__STATUS__OK;
 }
@@ -162,7 +158,7 @@ void barrier_fail_all(struct ns *ns, int status)
     HASH_ITER(hh, ns->barriers, b, tmp) {
         while (b->head) {
             if (status == MUSTER__STATUS__SHUTTING_DOWN)
-                stats_inc(&ns->srv->stats, STAT_SHUTDOWN_ANSWERED);
+                stats_inc(ns->core->stats, STAT_SHUTDOWN_ANSWERED);
             barrier_finish(b->head, status, b->round);
         }
     }
@@ -180,52 +176,10 @@ void barrier_ns_destroy(struct ns *ns)
     }
 }
 
-/* A native arrival's end: answer its request. */
-static void barrier_op_done(struct barrier_arrival *a, int status, uint64_t round, uint32_t arrival)
+/* A barrier's name and the open round's expected and arrived counts (for a timeout's words). */
+const char *barrier_name(const struct barrier *b, uint32_t *count, uint32_t *arrived)
 {
-    struct conn *c = a->owner;
-    conn_pending_remove(c, a->id);
-    if (status == MUSTER__STATUS__OK) {
-        Muster__BarrierRes r = MUSTER__BARRIER_RES__INIT;
-        r.round = round;
-        r.arrival = arrival;
-        /* Read at release, once per arrival: nothing writes between the replies of one round. */
-        const struct ks_entry *e = a->fetch[0] ? ks_get(&c->ns->ks, a->fetch, strlen(a->fetch)) : NULL;
-        if (e) {
-            r.found = 1;
-            r.value.data = ks_val(e);
-            r.value.len = e->vlen;
-        }
-        conn_reply(c, a->id, status, NULL, &r.base);
-    } else if (status == MUSTER__STATUS__TIMEOUT) {
-        conn_replyf(c, a->id, status, "barrier '%.200s' round %llu timed out after %u ms with %u of %u arrivals",
-                    a->b->name, (unsigned long long)round, a->timeout_ms, a->b->arrived, a->b->count);
-    } else {
-        conn_reply(c, a->id, status, "server is shutting down", NULL);
-    }
-}
-
-/* The connection went away: its arrival leaves the round. */
-static void barrier_op_cancel(void *arg)
-{
-    barrier_cancel(arg);
-}
-
-/* The barrier op of the native protocol (an op table row). */
-void barrier_op(struct conn *c, Muster__Request *req)
-{
-    Muster__BarrierReq *q = req->barrier;
-    struct barrier_arrival *a = NULL;
-    const char *why = NULL;
-    uint32_t t = server_timeout(c->srv, q->timeout_ms);
-    int st = barrier_arrive(c->ns, q->name, strlen(q->name), q->count, t, q->fetch, barrier_op_done, c, &c->nwaiters,
-                            req->id, &a, &why);
-    if (st != MUSTER__STATUS__OK) {
-        if (st == MUSTER__STATUS__BAD_REQUEST)
-            stats_inc(&c->srv->stats, STAT_BAD_REQUEST);
-        conn_replyf(c, req->id, st, "barrier '%.200s': %s", q->name, why);
-    } else if (a && conn_pending_add(c, req->id, barrier_op_cancel, a) != 0) {
-        barrier_cancel(a);
-        conn_reply(c, req->id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);
-    }
+    *count = b->count;
+    *arrived = b->arrived;
+    return b->name;
 }

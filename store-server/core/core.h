@@ -1,0 +1,121 @@
+/* The store's state as a library: the hooks the daemon fills once, the parked-request budget, and the
+ * namespace the state modules share.  Nothing here knows libevent, sockets, connections or the log. */
+#ifndef MUSTERD_CORE_H
+#define MUSTERD_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uthash.h>
+
+#include "keyspace.h"
+#include "record.h"
+
+struct stats;
+struct core_timer;
+struct waiter;
+struct wkey;
+struct barrier;
+struct ns;
+struct server;
+struct watch;
+struct source;
+
+/* Log levels of the log hook: the numbers of log.h's (server.c checks they agree). */
+enum core_log_level { CORE_LOG_ERROR = 0, CORE_LOG_WARN = 1, CORE_LOG_INFO = 2, CORE_LOG_DEBUG = 3 };
+
+/* A timer's (or a deferred call's) callback. */
+typedef void (*core_timer_fn)(void *arg);
+
+/* How the state reaches the outside world: timers, the clocks and the log.  The daemon fills them with an
+ * adapter over its event loop (server.c); tests with a fake clock. */
+struct core_hooks {
+    void *ctx;
+    /* A new disarmed timer calling fn(arg); NULL when memory ran out. */
+    struct core_timer *(*timer_new)(void *ctx, core_timer_fn fn, void *arg);
+    /* Fire ms milliseconds from now (a pending timer is moved). */
+    void (*timer_arm)(struct core_timer *t, uint64_t ms);
+    /* Run the callback from the loop later in this turn, after the current callback returns. */
+    void (*defer)(struct core_timer *t);
+    void (*timer_disarm)(struct core_timer *t);
+    int (*timer_pending)(const struct core_timer *t);
+    void (*timer_free)(struct core_timer *t);
+    /* Wall-clock milliseconds (timeline events). */
+    uint64_t (*wall_ms)(void *ctx);
+    /* Write one line at level. */
+    void (*log)(void *ctx, int level, const char *line);
+};
+
+/* The limits the state enforces, copied from the daemon's options. */
+struct core_limits {
+    uint64_t wait_timeout, max_wait_timeout;                      /* a parked request's deadline */
+    uint64_t max_waiters, max_waiters_per_ns, max_waiters_per_conn; /* parked requests */
+    uint64_t heartbeat_timeout;                                   /* a rendezvous member's; 0 = none */
+};
+
+struct core {
+    struct core_hooks hooks;
+    struct core_limits lim;
+    struct stats *stats;
+    size_t nwaiters;             /* parked requests (the max_waiters count) */
+    struct record_sink sink;     /* where the state's records go (records.c sets it) */
+    enum record_origin applying; /* where the change being applied came from (LOCAL outside records_apply) */
+    struct waiter *wake_queue;   /* waiters whose keys all arrived (waiters.c) */
+    struct core_timer *wake;
+};
+
+/* Called after the core's own reactions to a key change (the daemon's watches and other front ends). */
+typedef void (*core_change_fn)(struct ns *ns, enum ks_change what, const char *key, size_t klen,
+                               const struct ks_entry *e);
+
+/* A namespace (job): its keyspace, parked waiters, barriers and rendezvous state, then the daemon's part,
+ * which the core never reads. */
+struct ns {
+    UT_hash_handle hh;
+    struct core *core;
+    struct keyspace ks;
+    struct wkey *wkeys;       /* keys some waiter is missing (waiters.c) */
+    struct waiter *waiters;   /* every parked waiter of this namespace (waiters.c) */
+    struct barrier *barriers; /* by name (barrier.c) */
+    void *rdzv;               /* rendezvous state, owned by rdzv.c */
+    size_t nwaiters;          /* parked requests of any kind (the max_waiters_per_ns count) */
+    core_change_fn on_change; /* the daemon's reaction to a key change, or NULL */
+    /* The daemon's part. */
+    struct server *srv;
+    struct watch *watches;    /* (watch.c) */
+    ks_hook_fn ext_hook;      /* another front end's change hook (the TCPStore listener), or NULL */
+    void *ext_arg;
+    size_t nconns;            /* connections that said hello to this namespace */
+    struct source *creator;   /* the address whose hello created it (source.c), or NULL */
+    uint64_t idle_ms;         /* when it was created or its last connection left (monotonic) */
+    char name[];
+};
+
+/* Start a core with its hooks, limits and counter block (hooks or stats may be filled later). */
+void core_init(struct core *core, const struct core_hooks *hooks, const struct core_limits *lim,
+               struct stats *stats);
+/* Free what the core made (the wake timer); namespaces are freed by their owner first. */
+void core_fini(struct core *core);
+/* Clamp a request's timeout_ms: 0 = wait_timeout, above max_wait_timeout is cut. */
+uint32_t core_timeout(const struct core *core, uint32_t timeout_ms);
+/* Reserve one parked-request slot in the core's, a namespace's and an owner's share (either count may
+ * be NULL); OK, or LIMIT (counted) when one of them is used up. */
+int core_waiter_take(struct core *core, size_t *ns_count, size_t *owner_count);
+/* Release a slot core_waiter_take reserved with the same counts. */
+void core_waiter_put(struct core *core, size_t *ns_count, size_t *owner_count);
+/* Why core_waiter_take refused with the same counts: words for the LIMIT reply. */
+const char *core_waiter_why(const struct core *core, const size_t *ns_count, const size_t *owner_count);
+/* Hand r to the sink now, marked with where the change came from (before anyone is told of it). */
+void core_emit(struct core *core, const struct record *r);
+/* Log one formatted line through the hook (dropped when there is none). */
+void core_log(const struct core *core, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Start ns's state: its keyspace with these limits, whose changes go to the sink, the rendezvous
+ * timeline, the key's waiters and then on_change (may be NULL). */
+void core_ns_init(struct core *core, struct ns *ns, uint64_t max_keys, uint64_t max_bytes, uint64_t max_value,
+                  core_change_fn on_change);
+/* Free ns's state (rendezvous, waiters, barriers, keys), not ns itself. */
+void core_ns_fini(struct ns *ns);
+/* Whether ns's state holds nothing (no keys, parked requests, barriers or rendezvous state). */
+int core_ns_empty(const struct ns *ns);
+
+#endif

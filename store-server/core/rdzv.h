@@ -1,0 +1,130 @@
+/* Rendezvous: rounds, generations and heartbeats per namespace; owners are told through callbacks. */
+#ifndef MUSTERD_RDZV_H
+#define MUSTERD_RDZV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ns;
+struct rdzv_node;
+
+/* The longest node id, in bytes (the client's fixed field holds this plus a NUL). */
+#define RDZV_ID_MAX 127
+/* Bounds on join parameters, so world sizes stay far from overflow. */
+#define RDZV_MAX_NODES 1000000u
+#define RDZV_MAX_LOCAL 1000000u
+
+/* What a timeline event of a job records. */
+enum rdzv_event_kind {
+    RDZV_EV_JOINED,
+    RDZV_EV_ASSIGNED,
+    RDZV_EV_ID_PUBLISHED,
+    RDZV_EV_FAILED,
+    RDZV_EV_LEFT,
+    RDZV_EV_COMPLETED,
+};
+/* Events kept per job (older ones are overwritten). */
+#define RDZV_RING 64
+
+/* One timeline event: wall-clock time, generation, kind and the node id or key it concerns. */
+struct rdzv_event {
+    uint64_t wall_ms;
+    uint64_t generation;
+    enum rdzv_event_kind kind;
+    char what[RDZV_ID_MAX + 1];
+};
+
+/* A job's rendezvous summary for metrics and status pages. */
+struct rdzv_info {
+    uint64_t generation; /* latest formed; 0 = none */
+    int running;
+    int completed; /* every member of the latest generation left finished */
+    size_t members, joining;
+    uint32_t world_size;
+    uint64_t failures;
+};
+
+/* One member of the latest generation, as reported by rdzv_each_member. */
+typedef void (*rdzv_member_fn)(void *arg, const char *node_id, uint32_t node_rank, uint32_t rank_start,
+                               uint32_t local_world_size);
+
+/* Fill *out for ns; 0, or -1 when the job never used rendezvous. */
+int rdzv_info(const struct ns *ns, struct rdzv_info *out);
+/* Call fn for each member of ns's latest generation in rank order. */
+void rdzv_each_member(const struct ns *ns, rdzv_member_fn fn, void *arg);
+/* Call fn for each kept timeline event of ns, oldest first. */
+void rdzv_each_event(const struct ns *ns, void (*fn)(void *arg, const struct rdzv_event *ev), void *arg);
+/* Note a key write: an NCCL id key (nccl/<gen>/...) becomes an id-published event. */
+void rdzv_note_key(struct ns *ns, const char *key, size_t klen);
+/* Raise ns's generation counter to at least gen (recovery), so no number is reused. */
+void rdzv_restore_generation(struct ns *ns, uint64_t gen);
+/* The latest generation counter of ns (0 = none). */
+uint64_t rdzv_generation(const struct ns *ns);
+
+/* Membership event kinds, the numbers of MembershipEvent.Kind on the wire (op_rdzv.c checks). */
+enum rdzv_member_event { RDZV_MEMBER_LOST = 0, RDZV_NODE_WAITING = 1 };
+
+/* One member as an assignment lists it. */
+struct rdzv_member {
+    const char *node_id;
+    uint32_t node_rank, rank_start, local_world_size;
+};
+
+/* A join's answer: the node's place in the new generation (members only when the join asked). */
+struct rdzv_assignment {
+    uint64_t generation;
+    uint32_t node_rank, num_nodes, rank_start, local_world_size, world_size;
+    const char *node_id;
+    size_t n_members;
+    const struct rdzv_member *members;
+};
+
+/* What a join asks for (the wire's RdzvJoinReq; timeout_ms already clamped by the caller or not). */
+struct rdzv_join_req {
+    const char *node_id; /* "" for one the core makes up */
+    uint32_t local_world_size, min_nodes, max_nodes, last_call_ms, timeout_ms;
+    int want_members;
+};
+
+/* How the core talks to whoever owns a node (a connection of the native protocol). */
+struct rdzv_owner_ops {
+    /* Join id is parked now (the owner's cancel calls rdzv_join_cancel(n)); 0, or -1 when it cannot be. */
+    int (*park)(void *owner, uint64_t id, struct rdzv_node *n);
+    /* Join id is no longer parked (an answer follows, unless the owner is going away). */
+    void (*unpark)(void *owner, uint64_t id);
+    /* Answer join id: OK with a, or an error status with msg. */
+    void (*reply)(void *owner, uint64_t id, int status, const char *msg, const struct rdzv_assignment *a);
+    /* Tell the owner's node of a membership event (enum rdzv_member_event) of generation gen. */
+    void (*event)(void *owner, int kind, uint64_t gen, const char *node_id);
+    /* Whether the owner can still be answered. */
+    int (*live)(void *owner);
+};
+
+/* The owner of a node: its callbacks, where it keeps its node pointer (cleared when the node is freed),
+ * its session id (for made-up node ids) and its count of parked requests (or NULL). */
+struct rdzv_owner {
+    const struct rdzv_owner_ops *ops;
+    void *arg;
+    struct rdzv_node **slot;
+    uint64_t session_id;
+    size_t *share;
+};
+
+/* Join ns's next round for owner (its node made on first use, *owner->slot); the answer comes through
+ * reply, maybe before this returns.  Not OK (msg filled): nothing was parked, the caller answers. */
+int rdzv_join(struct ns *ns, const struct rdzv_owner *owner, const struct rdzv_join_req *j, uint64_t id,
+              char *msg, size_t len);
+/* End node n's membership (a parked join is answered NOT_MEMBER first); n is freed. */
+void rdzv_leave(struct rdzv_node *n, int finished);
+/* Keep n's membership of generation gen alive; OK, or NOT_MEMBER / STALE_GENERATION with msg filled. */
+int rdzv_heartbeat(struct rdzv_node *n, uint64_t gen, char *msg, size_t len);
+/* The owner dropped n's parked join (its connection is closing): n leaves the round silently. */
+void rdzv_join_cancel(struct rdzv_node *n);
+/* The owner is going away: n's parked join and membership end (breaking its generation); n is freed. */
+void rdzv_node_gone(struct rdzv_node *n);
+/* The server is draining: answer parked joins of ns with SHUTTING_DOWN. */
+void rdzv_shutdown(struct ns *ns);
+/* Free ns->rdzv (at exit), detaching any owner still pointing into it. */
+void rdzv_ns_destroy(struct ns *ns);
+
+#endif

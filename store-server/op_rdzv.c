@@ -1,0 +1,157 @@
+/*
+ * The native protocol's rendezvous ops.  The rounds, generations and
+ * heartbeats are core/rdzv.c; this file is a connection's side of them:
+ * it turns requests into calls on the connection's node (c->rdzv), keeps
+ * a parked join in the connection's pending ids, and builds the protobuf
+ * replies and membership events the core asks for through the owner
+ * callbacks.
+ */
+#include "op_rdzv.h"
+
+#include <stdlib.h>
+
+#include "conn.h"
+#include "core.h"
+#include "rdzv.h"
+#include "server.h"
+
+_Static_assert((int)RDZV_MEMBER_LOST == (int)MUSTER__MEMBERSHIP_EVENT__KIND__MEMBER_LOST, "wire kind");
+_Static_assert((int)RDZV_NODE_WAITING == (int)MUSTER__MEMBERSHIP_EVENT__KIND__NODE_WAITING, "wire kind");
+
+/* The connection closed while its join was parked (conn_pending cancel). */
+static void op_rdzv_cancel(void *arg)
+{
+    rdzv_join_cancel(arg);
+}
+
+/* Park join id on the connection, cancelled with it. */
+static int op_rdzv_park(void *owner, uint64_t id, struct rdzv_node *n)
+{
+    return conn_pending_add(owner, id, op_rdzv_cancel, n);
+}
+
+/* Forget parked join id (a no-op once the connection forgot it). */
+static void op_rdzv_unpark(void *owner, uint64_t id)
+{
+    conn_pending_remove(owner, id);
+}
+
+/* Send a join's assignment: RdzvJoinRes with the member list when the join asked for it. */
+static void op_rdzv_assignment(struct conn *c, uint64_t id, const struct rdzv_assignment *as)
+{
+    size_t n = as->n_members;
+    Muster__Member *mv = calloc(n ? n : 1, sizeof *mv);
+    Muster__Member **mp = calloc(n ? n : 1, sizeof *mp);
+    if (!mv || !mp) {
+        free(mv);
+        free(mp);
+        conn_reply(c, id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        muster__member__init(&mv[i]);
+        mv[i].node_id = (char *)as->members[i].node_id;
+        mv[i].node_rank = as->members[i].node_rank;
+        mv[i].rank_start = as->members[i].rank_start;
+        mv[i].local_world_size = as->members[i].local_world_size;
+        mp[i] = &mv[i];
+    }
+    Muster__Assignment a = MUSTER__ASSIGNMENT__INIT;
+    a.generation = as->generation;
+    a.node_rank = as->node_rank;
+    a.num_nodes = as->num_nodes;
+    a.rank_start = as->rank_start;
+    a.local_world_size = as->local_world_size;
+    a.world_size = as->world_size;
+    a.n_members = n;
+    a.members = n ? mp : NULL;
+    a.node_id = (char *)as->node_id;
+    Muster__RdzvJoinRes r = MUSTER__RDZV_JOIN_RES__INIT;
+    r.assignment = &a;
+    conn_reply(c, id, MUSTER__STATUS__OK, NULL, &r.base);
+    free(mv);
+    free(mp);
+}
+
+/* Answer join id: its assignment, or an error. */
+static void op_rdzv_reply(void *owner, uint64_t id, int status, const char *msg, const struct rdzv_assignment *a)
+{
+    if (status == MUSTER__STATUS__OK && a)
+        op_rdzv_assignment(owner, id, a);
+    else
+        conn_reply(owner, id, status, msg, NULL);
+}
+
+/* Push a membership event to the connection. */
+static void op_rdzv_event(void *owner, int kind, uint64_t gen, const char *node_id)
+{
+    Muster__MembershipEvent me = MUSTER__MEMBERSHIP_EVENT__INIT;
+    me.kind = (Muster__MembershipEvent__Kind)kind;
+    me.generation = gen;
+    me.node_id = (char *)node_id;
+    Muster__Event ev = MUSTER__EVENT__INIT;
+    ev.event_case = MUSTER__EVENT__EVENT_MEMBERSHIP;
+    ev.membership = &me;
+    conn_push_event(owner, &ev);
+}
+
+/* Whether frames can still be sent to the connection. */
+static int op_rdzv_live(void *owner)
+{
+    return conn_live(owner);
+}
+
+static const struct rdzv_owner_ops op_rdzv_ops = {
+    .park = op_rdzv_park,
+    .unpark = op_rdzv_unpark,
+    .reply = op_rdzv_reply,
+    .event = op_rdzv_event,
+    .live = op_rdzv_live,
+};
+
+/* rdzv_join: join the namespace's next round; answered when it closes (an op table row). */
+void op_rdzv_join(struct conn *c, Muster__Request *req)
+{
+    const Muster__RdzvJoinReq *q = req->rdzv_join;
+    struct rdzv_owner owner = {&op_rdzv_ops, c, (struct rdzv_node **)&c->rdzv, c->session_id, &c->nwaiters};
+    struct rdzv_join_req j = {q->node_id, q->local_world_size, q->min_nodes, q->max_nodes, q->last_call_ms,
+                              q->timeout_ms, q->want_members};
+    char msg[256];
+    int st = rdzv_join(c->ns, &owner, &j, req->id, msg, sizeof msg);
+    if (st != MUSTER__STATUS__OK)
+        conn_reply(c, req->id, st, msg, NULL);
+}
+
+/* rdzv_leave: end this connection's membership (an op table row). */
+void op_rdzv_leave(struct conn *c, Muster__Request *req)
+{
+    if (!c->rdzv) {
+        conn_reply(c, req->id, MUSTER__STATUS__NOT_MEMBER, "this connection never joined", NULL);
+        return;
+    }
+    rdzv_leave(c->rdzv, req->rdzv_leave->finished);
+    Muster__RdzvLeaveRes r = MUSTER__RDZV_LEAVE_RES__INIT;
+    conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
+}
+
+/* rdzv_heartbeat: keep this connection's membership alive (an op table row). */
+void op_rdzv_heartbeat(struct conn *c, Muster__Request *req)
+{
+    char msg[128];
+    uint64_t gen = req->rdzv_heartbeat->generation;
+    int st = rdzv_heartbeat(c->rdzv, gen, msg, sizeof msg);
+    if (st != MUSTER__STATUS__OK) {
+        conn_reply(c, req->id, st, msg, NULL);
+        return;
+    }
+    Muster__RdzvHeartbeatRes r = MUSTER__RDZV_HEARTBEAT_RES__INIT;
+    r.generation = gen;
+    conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
+}
+
+/* A connection is closing: drop its membership or parked join (c->rdzv). */
+void op_rdzv_conn_closed(struct conn *c)
+{
+    if (c->rdzv)
+        rdzv_node_gone(c->rdzv);
+}
