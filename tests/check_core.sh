@@ -1,0 +1,18 @@
+#!/bin/sh
+# The state core (store-server/core/) stays off the event loop and the daemon: none of its files
+# includes a libevent header, and none names a header of store-server/ outside core/.
+# Usage: check_core.sh SOURCE_ROOT
+root=${1:?usage: check_core.sh SOURCE_ROOT}
+core=$root/store-server/core
+bad=0
+if grep -n '#include *<event2/\|#include *<event\.h>' "$core"/*.[ch]; then
+    echo "core/ includes a libevent header" >&2
+    bad=1
+fi
+for inc in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$core"/*.[ch] | sort -u); do
+    if [ ! -e "$core/$inc" ] && [ -e "$root/store-server/$inc" ]; then
+        echo "core/ includes the daemon's $inc" >&2
+        bad=1
+    fi
+done
+exit $bad

@@ -1,0 +1,631 @@
+/*
+ * In-process tests of the state core (store-server/core/): rendezvous
+ * rounds, last call, heartbeats, leaving, barriers and waiters, driven
+ * through the core's hooks with a fake clock.  Timers fire only when a test
+ * advances time, and deferred calls run when it says a loop turn ends, so
+ * every case runs in microseconds: no daemon, no socket, no sleep.  This
+ * program links the core library alone, not the daemon.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "barrier.h"
+#include "core.h"
+#include "harness.h"
+#include "muster.pb-c.h"
+#include "rdzv.h"
+#include "stats.h"
+#include "waiters.h"
+
+/* ------------------------------------------------------------ fake loop */
+
+/* A fake timer: armed at a time on the fake clock, or deferred to the end of the turn. */
+struct core_timer {
+    core_timer_fn fn;
+    void *arg;
+    int armed, deferred;
+    uint64_t at;
+    struct core_timer *next;
+};
+
+/* The fake loop: its clock and every timer. */
+static struct {
+    uint64_t now;
+    struct core_timer *all;
+} t_loop;
+
+/* A new disarmed timer. */
+static struct core_timer *t_timer_new(void *ctx, core_timer_fn fn, void *arg)
+{
+    (void)ctx;
+    struct core_timer *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->fn = fn;
+    t->arg = arg;
+    t->next = t_loop.all;
+    t_loop.all = t;
+    return t;
+}
+
+/* Fire ms from now on the fake clock. */
+static void t_timer_arm(struct core_timer *t, uint64_t ms)
+{
+    t->armed = 1;
+    t->at = t_loop.now + ms;
+}
+
+/* Run at the end of this turn. */
+static void t_timer_defer(struct core_timer *t)
+{
+    t->deferred = 1;
+}
+
+/* Disarm. */
+static void t_timer_disarm(struct core_timer *t)
+{
+    t->armed = t->deferred = 0;
+}
+
+/* Whether armed. */
+static int t_timer_pending(const struct core_timer *t)
+{
+    return t->armed;
+}
+
+/* Unlink and free. */
+static void t_timer_free(struct core_timer *t)
+{
+    for (struct core_timer **p = &t_loop.all; *p; p = &(*p)->next) {
+        if (*p == t) {
+            *p = t->next;
+            break;
+        }
+    }
+    free(t);
+}
+
+/* The fake wall clock follows the fake monotonic one. */
+static uint64_t t_wall_ms(void *ctx)
+{
+    (void)ctx;
+    return 1700000000000ull + t_loop.now;
+}
+
+/* Lines the core logged. */
+static int t_log_lines;
+
+/* Count a log line. */
+static void t_log(void *ctx, int level, const char *line)
+{
+    (void)ctx;
+    (void)level;
+    (void)line;
+    t_log_lines++;
+}
+
+static const struct core_hooks t_hooks = {
+    .timer_new = t_timer_new,
+    .timer_arm = t_timer_arm,
+    .defer = t_timer_defer,
+    .timer_disarm = t_timer_disarm,
+    .timer_pending = t_timer_pending,
+    .timer_free = t_timer_free,
+    .wall_ms = t_wall_ms,
+    .log = t_log,
+};
+
+/* End the loop turn: run deferred calls (the callback frees or re-arms, as with the real loop). */
+static void t_turn(void)
+{
+    for (int again = 1; again;) {
+        again = 0;
+        for (struct core_timer *t = t_loop.all; t; t = t->next) {
+            if (t->deferred) {
+                t->deferred = t->armed = 0;
+                t->fn(t->arg);
+                again = 1;
+                break;
+            }
+        }
+    }
+}
+
+/* Advance the fake clock by ms, firing due timers in time order, each in its own turn. */
+static void t_advance(uint64_t ms)
+{
+    uint64_t end = t_loop.now + ms;
+    t_turn();
+    for (;;) {
+        struct core_timer *due = NULL;
+        for (struct core_timer *t = t_loop.all; t; t = t->next)
+            if (t->armed && t->at <= end && (!due || t->at < due->at))
+                due = t;
+        if (!due)
+            break;
+        t_loop.now = due->at;
+        due->armed = 0;
+        due->fn(due->arg);
+        t_turn();
+    }
+    t_loop.now = end;
+}
+
+/* ----------------------------------------------------------- the state */
+
+/* A core and one namespace, with the records it emitted. */
+struct t_world {
+    struct core core;
+    struct stats stats;
+    struct ns *ns;
+    int gens, sets;
+    uint64_t last_gen;
+};
+
+/* The sink: count records. */
+static void t_sink(void *arg, const struct record *r, enum record_origin from)
+{
+    struct t_world *w = arg;
+    (void)from;
+    if (r->kind == RECORD_GEN)
+        w->gens++, w->last_gen = r->gen;
+    else if (r->kind == RECORD_SET)
+        w->sets++;
+}
+
+/* Start a world with the given heartbeat timeout. */
+static void t_world_init(struct t_world *w, uint64_t heartbeat_ms)
+{
+    memset(w, 0, sizeof *w);
+    t_loop.now = 0;
+    struct core_limits lim = {.wait_timeout = 5000, .max_wait_timeout = 60000, .max_waiters = 100,
+                              .max_waiters_per_ns = 100, .max_waiters_per_conn = 10,
+                              .heartbeat_timeout = heartbeat_ms};
+    core_init(&w->core, &t_hooks, &lim, &w->stats);
+    w->core.sink = (struct record_sink){t_sink, w};
+    w->ns = calloc(1, sizeof *w->ns + 4);
+    memcpy(w->ns->name, "job", 4);
+    core_ns_init(&w->core, w->ns, 1000, 1 << 20, 1 << 20, NULL);
+}
+
+/* Free the world; nothing may be left parked or armed. */
+static void t_world_fini(struct t_world *w)
+{
+    core_ns_fini(w->ns);
+    free(w->ns);
+    core_fini(&w->core);
+    CHECK_EQ(w->core.nwaiters, 0);
+    CHECK(t_loop.all == NULL);
+}
+
+/* ---------------------------------------------------------- rdzv owners */
+
+/* A fake connection owning a rendezvous node: what it was told. */
+struct t_node {
+    struct rdzv_node *node;
+    uint64_t session;
+    size_t nwaiters;
+    uint64_t parked;  /* the parked join id, 0 = none */
+    int replies, status, events, last_event;
+    uint64_t event_gen;
+    struct rdzv_assignment a;
+    char id[RDZV_ID_MAX + 1];
+    int gone;         /* not live */
+};
+
+/* Park: remember the id. */
+static int t_park(void *owner, uint64_t id, struct rdzv_node *n)
+{
+    struct t_node *o = owner;
+    (void)n;
+    o->parked = id;
+    return 0;
+}
+
+/* Unpark: forget it. */
+static void t_unpark(void *owner, uint64_t id)
+{
+    struct t_node *o = owner;
+    if (o->parked == id)
+        o->parked = 0;
+}
+
+/* A join's answer. */
+static void t_reply(void *owner, uint64_t id, int status, const char *msg, const struct rdzv_assignment *a)
+{
+    struct t_node *o = owner;
+    (void)id;
+    (void)msg;
+    o->replies++;
+    o->status = status;
+    if (a) {
+        o->a = *a;
+        snprintf(o->id, sizeof o->id, "%s", a->node_id);
+        o->a.node_id = o->id;
+        o->a.members = NULL;
+    }
+}
+
+/* A membership event. */
+static void t_event(void *owner, int kind, uint64_t gen, const char *node_id)
+{
+    struct t_node *o = owner;
+    (void)node_id;
+    o->events++;
+    o->last_event = kind;
+    o->event_gen = gen;
+}
+
+/* Whether the fake connection is open. */
+static int t_live(void *owner)
+{
+    return !((struct t_node *)owner)->gone;
+}
+
+static const struct rdzv_owner_ops t_ops = {t_park, t_unpark, t_reply, t_event, t_live};
+
+/* Join with id, the round's min/max and last call; the join's status. */
+static int t_join(struct t_world *w, struct t_node *o, const char *id, uint32_t min, uint32_t max, uint32_t last_call)
+{
+    static uint64_t next_req = 1;
+    struct rdzv_owner owner = {&t_ops, o, &o->node, o->session, &o->nwaiters};
+    struct rdzv_join_req j = {id, 1, min, max, last_call, 1000, 0};
+    char msg[256];
+    return rdzv_join(w->ns, &owner, &j, next_req++, msg, sizeof msg);
+}
+
+/* Form a generation of n nodes (min = max = n, ids n0, n1, ...); its number. */
+static uint64_t t_form(struct t_world *w, struct t_node *nodes, int n)
+{
+    char id[16];
+    for (int i = 0; i < n; i++) {
+        nodes[i].session = (uint64_t)i + 1;
+        snprintf(id, sizeof id, "n%d", i);
+        CHECK_EQ(t_join(w, &nodes[i], id, (uint32_t)n, (uint32_t)n, 0), MUSTER__STATUS__OK);
+    }
+    for (int i = 0; i < n; i++)
+        CHECK_EQ(nodes[i].status, MUSTER__STATUS__OK);
+    return nodes[0].a.generation;
+}
+
+/* The value of key in w's namespace as a string ("" when absent). */
+static const char *t_value(struct t_world *w, const char *key)
+{
+    static char buf[128];
+    const struct ks_entry *e = ks_get(&w->ns->ks, key, strlen(key));
+    snprintf(buf, sizeof buf, "%.*s", e ? (int)e->vlen : 0, e ? (const char *)ks_val(e) : "");
+    return buf;
+}
+
+/* ---------------------------------------------------------------- cases */
+
+/* A round closes at min_nodes with no last call, ranks in id order, the generation logged first. */
+static void t_round_min(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node a = {.session = 1}, b = {.session = 2};
+    t_world_init(&w, 0);
+    CHECK_EQ(t_join(&w, &b, "zeta", 2, 4, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(b.replies, 0);
+    CHECK(b.parked != 0);
+    CHECK_EQ(w.core.nwaiters, 1);
+    CHECK_EQ(t_join(&w, &a, "alpha", 2, 4, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(a.replies, 1);
+    CHECK_EQ(b.replies, 1);
+    CHECK_EQ(a.a.generation, 1);
+    CHECK_EQ(a.a.node_rank, 0);
+    CHECK_EQ(b.a.node_rank, 1);
+    CHECK_EQ(b.a.world_size, 2);
+    CHECK_EQ(w.gens, 1);
+    CHECK_EQ(w.last_gen, 1);
+    CHECK(a.parked == 0 && b.parked == 0);
+    CHECK_EQ(w.core.nwaiters, 0);
+    CHECK_EQ(w.stats.c[STAT_RDZV_GENERATIONS], 1);
+    /* A join whose min/max differ from the open round's is refused. */
+    struct t_node c = {.session = 3}, d = {.session = 4};
+    CHECK_EQ(t_join(&w, &c, "c", 3, 3, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(t_join(&w, &d, "d", 2, 2, 0), MUSTER__STATUS__CONFLICT);
+    CHECK_EQ(t_join(&w, &d, "c", 3, 3, 0), MUSTER__STATUS__CONFLICT);
+    t_world_fini(&w);
+}
+
+/* With a last call, the round waits last_call_ms after reaching min; max closes it at once. */
+static void t_round_last_call(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node n[4] = {{.session = 1}, {.session = 2}, {.session = 3}, {.session = 4}};
+    t_world_init(&w, 0);
+    CHECK_EQ(t_join(&w, &n[0], "a", 2, 3, 100), MUSTER__STATUS__OK);
+    CHECK_EQ(t_join(&w, &n[1], "b", 2, 3, 100), MUSTER__STATUS__OK);
+    t_advance(99);
+    CHECK_EQ(n[0].replies, 0);
+    CHECK_EQ(t_join(&w, &n[2], "c", 2, 3, 100), MUSTER__STATUS__OK);
+    CHECK_EQ(n[0].replies, 1);
+    CHECK_EQ(n[2].a.num_nodes, 3);
+    /* The next round: two nodes and the last call running out. */
+    for (int i = 0; i < 3; i++)
+        rdzv_leave(n[i].node, 1);
+    CHECK_EQ(t_join(&w, &n[0], "a", 2, 3, 100), MUSTER__STATUS__OK);
+    CHECK_EQ(t_join(&w, &n[3], "d", 2, 3, 100), MUSTER__STATUS__OK);
+    t_advance(50);
+    CHECK_EQ(n[3].replies, 0);
+    t_advance(50);
+    CHECK_EQ(n[3].replies, 1);
+    CHECK_EQ(n[3].a.generation, 2);
+    CHECK_EQ(n[3].a.num_nodes, 2);
+    t_world_fini(&w);
+}
+
+/* A parked join times out on its deadline, and the below-minimum round stays open for others. */
+static void t_join_timeout(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node a = {.session = 1};
+    t_world_init(&w, 0);
+    CHECK_EQ(t_join(&w, &a, "a", 2, 2, 0), MUSTER__STATUS__OK);
+    t_advance(999);
+    CHECK_EQ(a.replies, 0);
+    t_advance(1);
+    CHECK_EQ(a.replies, 1);
+    CHECK_EQ(a.status, MUSTER__STATUS__TIMEOUT);
+    CHECK_EQ(a.nwaiters, 0);
+    CHECK_EQ(w.core.nwaiters, 0);
+    CHECK_EQ(w.stats.c[STAT_TIMEOUTS], 1);
+    t_world_fini(&w);
+}
+
+/* A member that misses its heartbeats breaks the generation: the others hear MEMBER_LOST, the broken
+ * key is set, and the survivor's next heartbeat is told the generation ended. */
+static void t_heartbeat_expiry(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node n[3] = {{0}};
+    char msg[128];
+    t_world_init(&w, 1000);
+    uint64_t gen = t_form(&w, n, 3);
+    t_advance(600);
+    CHECK_EQ(rdzv_heartbeat(n[0].node, gen, msg, sizeof msg), MUSTER__STATUS__OK);
+    CHECK_EQ(rdzv_heartbeat(n[1].node, gen, msg, sizeof msg), MUSTER__STATUS__OK);
+    t_advance(399);
+    CHECK_EQ(n[0].events, 0);
+    t_advance(1); /* n2's deadline */
+    CHECK_EQ(n[0].events, 1);
+    CHECK_EQ(n[0].last_event, RDZV_MEMBER_LOST);
+    CHECK_EQ(n[1].events, 1);
+    CHECK_EQ(n[2].events, 0);
+    CHECK_EQ(w.stats.c[STAT_RDZV_HEARTBEAT_TIMEOUTS], 1);
+    CHECK_STR(t_value(&w, "muster/rdzv/1/broken"), "n2");
+    CHECK_EQ(rdzv_heartbeat(n[0].node, gen, msg, sizeof msg), MUSTER__STATUS__STALE_GENERATION);
+    /* The survivors' heartbeat timers were disarmed with the break: nothing more fires. */
+    t_advance(5000);
+    CHECK_EQ(n[0].events, 1);
+    struct rdzv_info ri;
+    CHECK_EQ(rdzv_info(w.ns, &ri), 0);
+    CHECK_EQ(ri.running, 0);
+    CHECK_EQ(ri.failures, 1);
+    t_world_fini(&w);
+}
+
+/* Leaving unfinished breaks the generation; a join during a running generation tells members
+ * NODE_WAITING, and the round it opened closes once the generation is broken. */
+static void t_leave_breaks(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node n[2] = {{0}}, late = {.session = 9};
+    char msg[128];
+    t_world_init(&w, 0);
+    uint64_t gen = t_form(&w, n, 2);
+    CHECK_EQ(t_join(&w, &late, "late", 1, 2, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(late.replies, 0); /* a running generation holds the round */
+    CHECK_EQ(n[0].last_event, RDZV_NODE_WAITING);
+    CHECK_EQ(n[1].events, 1);
+    rdzv_leave(n[1].node, 0);
+    CHECK(n[1].node == NULL);
+    CHECK_EQ(n[0].events, 2);
+    CHECK_EQ(n[0].last_event, RDZV_MEMBER_LOST);
+    CHECK_EQ(n[0].event_gen, gen);
+    CHECK_EQ(late.replies, 1); /* the break let the waiting round close */
+    CHECK_EQ(late.a.generation, gen + 1);
+    CHECK_EQ(rdzv_heartbeat(n[0].node, gen, msg, sizeof msg), MUSTER__STATUS__STALE_GENERATION);
+    CHECK_EQ(rdzv_heartbeat(n[1].node, gen, msg, sizeof msg), MUSTER__STATUS__NOT_MEMBER);
+    /* The owner going away (a closed connection) ends its node. */
+    rdzv_node_gone(n[0].node);
+    CHECK(n[0].node == NULL);
+    t_world_fini(&w);
+}
+
+/* Every member leaving finished completes the generation: no failure, no event, no broken key. */
+static void t_leave_finished(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node n[3] = {{0}};
+    struct rdzv_info ri;
+    t_world_init(&w, 1000);
+    t_form(&w, n, 3);
+    rdzv_leave(n[0].node, 1);
+    rdzv_leave(n[1].node, 1);
+    CHECK_EQ(rdzv_info(w.ns, &ri), 0);
+    CHECK_EQ(ri.running, 1);
+    CHECK_EQ(ri.completed, 0);
+    rdzv_leave(n[2].node, 1);
+    CHECK_EQ(rdzv_info(w.ns, &ri), 0);
+    CHECK_EQ(ri.running, 0);
+    CHECK_EQ(ri.completed, 1);
+    CHECK_EQ(ri.failures, 0);
+    CHECK_EQ(n[2].events + n[1].events + n[0].events, 0);
+    CHECK_STR(t_value(&w, "muster/rdzv/1/broken"), "");
+    t_advance(5000); /* finished members owe no heartbeats */
+    CHECK_EQ(w.stats.c[STAT_RDZV_HEARTBEAT_TIMEOUTS], 0);
+    t_world_fini(&w);
+}
+
+/* Draining answers parked joins SHUTTING_DOWN. */
+static void t_rdzv_shutdown(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node a = {.session = 1};
+    t_world_init(&w, 0);
+    CHECK_EQ(t_join(&w, &a, "", 2, 2, 0), MUSTER__STATUS__OK);
+    rdzv_shutdown(w.ns);
+    CHECK_EQ(a.status, MUSTER__STATUS__SHUTTING_DOWN);
+    CHECK_EQ(a.parked, 0);
+    CHECK_EQ(w.core.nwaiters, 0);
+    t_world_fini(&w);
+}
+
+/* ------------------------------------------------------------- barriers */
+
+/* What an arrival was told. */
+struct t_arrival {
+    int done, status;
+    uint64_t round;
+    uint32_t arrival;
+};
+
+/* An arrival's end. */
+static void t_barrier_done(struct barrier_arrival *a, int status, uint64_t round, uint32_t arrival)
+{
+    struct t_arrival *t = a->owner;
+    t->done++;
+    t->status = status;
+    t->round = round;
+    t->arrival = arrival;
+}
+
+/* The count-th arrival releases its round; the next arrival opens round 2; a lone arrival times out. */
+static void t_barrier(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_arrival x[4] = {{0}};
+    struct barrier_arrival *a;
+    const char *why;
+    t_world_init(&w, 0);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(barrier_arrive(w.ns, "b", 1, 3, 1000, NULL, t_barrier_done, &x[i], NULL, 1, &a, &why),
+                 MUSTER__STATUS__OK);
+        CHECK(a != NULL);
+    }
+    CHECK_EQ(barrier_arrive(w.ns, "b", 1, 4, 1000, NULL, t_barrier_done, &x[3], NULL, 1, &a, &why),
+             MUSTER__STATUS__BAD_REQUEST);
+    CHECK_EQ(x[0].done, 0);
+    CHECK_EQ(barrier_arrive(w.ns, "b", 1, 3, 1000, NULL, t_barrier_done, &x[2], NULL, 1, &a, &why),
+             MUSTER__STATUS__OK);
+    CHECK(a == NULL);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(x[i].done, 1);
+        CHECK_EQ(x[i].status, MUSTER__STATUS__OK);
+        CHECK_EQ(x[i].round, 1);
+    }
+    CHECK_EQ(x[2].arrival, 3);
+    CHECK_EQ(w.core.nwaiters, 0);
+    CHECK_EQ(barrier_arrive(w.ns, "b", 1, 2, 100, NULL, t_barrier_done, &x[3], NULL, 1, &a, &why),
+             MUSTER__STATUS__OK);
+    t_advance(99);
+    CHECK_EQ(x[3].done, 0);
+    t_advance(1);
+    CHECK_EQ(x[3].done, 1);
+    CHECK_EQ(x[3].status, MUSTER__STATUS__TIMEOUT);
+    CHECK_EQ(x[3].round, 2);
+    CHECK_EQ(w.stats.c[STAT_TIMEOUTS], 1);
+    t_world_fini(&w);
+}
+
+/* -------------------------------------------------------------- waiters */
+
+/* What a waiter was told. */
+struct t_wait {
+    int done, status;
+};
+
+/* A waiter's end. */
+static void t_wait_done(struct waiter *wt, int status)
+{
+    struct t_wait *t = wt->owner;
+    t->done++;
+    t->status = status;
+}
+
+/* A waiter wakes after the set of its last missing key, from a deferred call (not inside the set), and
+ * one whose keys never come times out. */
+static void t_waiters(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_wait a = {0}, b = {0};
+    const char *keys[] = {"k1", "k2"};
+    int st;
+    t_world_init(&w, 0);
+    CHECK(waiters_park(w.ns, keys, NULL, 2, 1000, t_wait_done, &a, NULL, 1, 0, &st) != NULL);
+    CHECK(waiters_park(w.ns, keys, NULL, 1, 500, t_wait_done, &b, NULL, 2, 0, &st) != NULL);
+    CHECK_EQ(w.core.nwaiters, 2);
+    CHECK_EQ(ks_set(&w.ns->ks, "k2", 2, (uint8_t *)"v", 1, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(w.sets, 1); /* the set reached the sink */
+    t_turn();
+    CHECK_EQ(a.done, 0);
+    CHECK_EQ(ks_set(&w.ns->ks, "k1", 2, (uint8_t *)"v", 1, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(a.done, 0); /* woken later in the turn, so the setter is answered first */
+    t_turn();
+    CHECK_EQ(a.done, 1);
+    CHECK_EQ(a.status, MUSTER__STATUS__OK);
+    CHECK_EQ(b.done, 1);
+    CHECK_EQ(w.stats.c[STAT_WAITS_WOKEN], 2);
+    const char *missing[] = {"never"};
+    struct t_wait c = {0};
+    CHECK(waiters_park(w.ns, missing, NULL, 1, 300, t_wait_done, &c, NULL, 3, 0, &st) != NULL);
+    t_advance(300);
+    CHECK_EQ(c.done, 1);
+    CHECK_EQ(c.status, MUSTER__STATUS__TIMEOUT);
+    CHECK_EQ(w.core.nwaiters, 0);
+    t_world_fini(&w);
+}
+
+/* The parked-request budget: the namespace's share runs out with LIMIT, counted. */
+static void t_budget(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_wait t[3] = {{0}};
+    const char *keys[] = {"x"};
+    int st;
+    t_world_init(&w, 0);
+    w.core.lim.max_waiters_per_ns = 2;
+    CHECK(waiters_park(w.ns, keys, NULL, 1, 100, t_wait_done, &t[0], NULL, 1, 0, &st) != NULL);
+    CHECK(waiters_park(w.ns, keys, NULL, 1, 100, t_wait_done, &t[1], NULL, 2, 0, &st) != NULL);
+    CHECK(waiters_park(w.ns, keys, NULL, 1, 100, t_wait_done, &t[2], NULL, 3, 0, &st) == NULL);
+    CHECK_EQ(st, MUSTER__STATUS__LIMIT);
+    CHECK_EQ(w.stats.c[STAT_LIMIT_WAITERS_PER_NS], 1);
+    CHECK_STR(core_waiter_why(&w.core, &w.ns->nwaiters, NULL),
+              "too many parked requests in this namespace (--max-waiters-per-ns)");
+    waiters_fail_all(w.ns, MUSTER__STATUS__SHUTTING_DOWN);
+    CHECK_EQ(t[0].status, MUSTER__STATUS__SHUTTING_DOWN);
+    t_world_fini(&w);
+}
+
+/* Run the core tests. */
+int main(void)
+{
+    h_init("unit-core", 30);
+    int64_t t0 = h_now_ms();
+    H_RUN(t_round_min, NULL);
+    H_RUN(t_round_last_call, NULL);
+    H_RUN(t_join_timeout, NULL);
+    H_RUN(t_heartbeat_expiry, NULL);
+    H_RUN(t_leave_breaks, NULL);
+    H_RUN(t_leave_finished, NULL);
+    H_RUN(t_rdzv_shutdown, NULL);
+    H_RUN(t_barrier, NULL);
+    H_RUN(t_waiters, NULL);
+    H_RUN(t_budget, NULL);
+    /* Fake time: the whole program runs in far less than the deadlines it exercises. */
+    CHECK(h_now_ms() - t0 < 1000);
+    return h_finish();
+}
