@@ -247,7 +247,7 @@ static void tf_check(struct server *srv)
     struct tcpstore *ts = srv->tcpstore;
     struct tsq *q, *qt;
     struct ts_bkey *bk, *bt;
-    if (srv->nconns || srv->nwaiters || ts->nconns || ts->conns || srv->stats.c[STAT_TS_CURRENT])
+    if (srv->nconns || srv->core.nwaiters || ts->nconns || ts->conns || srv->stats.c[STAT_TS_CURRENT])
         abort();
     if (ts->ns->nwaiters || ts->ns->waiters || ts->ns->wkeys)
         abort();
