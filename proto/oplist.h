@@ -2,7 +2,7 @@
  * THE list of native ops: one line per case of Request's op oneof
  * (proto/muster.proto), with the properties that daemon, library and docs
  * all derive from it, so that a new op cannot be left out of one of them:
- *   - musterd's op table (store-server/ops.c) takes each row's name and
+ *   - musterd's op table (store-server/native/ops.c) takes each row's name and
  *     flags from here and adds only the handler and the field checks;
  *   - libmuster (client/failover.c) sends again after a lost connection
  *     exactly the ops marked OPL_RESEND;

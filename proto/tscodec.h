@@ -1,6 +1,6 @@
 /*
  * The TCPStore wire codec, shared by musterd's TCPStore listener
- * (store-server/tcpstore*.c) and the relay of `muster run`
+ * (store-server/tcpstore/tcpstore*.c) and the relay of `muster run`
  * (client/cli/run_relay*.c): the two numberings, each op's request grammar,
  * the incremental request decoder with its limits, and reply encoding.
  * Each side keeps its own dispatch, connections and counters; this file has

@@ -2,7 +2,7 @@
  * The relay's op table: each TCPStore request of a worker becomes native ops
  * on the relay's one upstream handle, under the generation's key prefix, and
  * is answered with the bytes musterd's own TCPStore listener would send
- * (store-server/tcpstore_ops.c): set, append and multi_set have no reply,
+ * (store-server/tcpstore/tcpstore_ops.c): set, append and multi_set have no reply,
  * an absent key reads as an empty value, an add answers the new count.
  *
  * WAIT and BARRIER do not block the upstream handle: they are parked here

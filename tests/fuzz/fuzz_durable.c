@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the durable format: the bytes of a data directory
- * (MANIFEST, snapshot, log segments; framing in store-server/precord.c,
+ * (MANIFEST, snapshot, log segments; framing in store-server/durable/precord.c,
  * record body in proto/record.proto) are written to a scratch directory
  * and recovered by the daemon's own loader (recover.c).
  *

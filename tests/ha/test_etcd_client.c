@@ -1,5 +1,5 @@
 /*
- * The daemon's etcd client (store-server/ha_etcd*.c) against a real
+ * The daemon's etcd client (store-server/ha/ha_etcd*.c) against a real
  * 3-member etcd cluster: put and range with binary data, create-if-absent
  * as used by the leader election, leases, a prefix watch delivering every
  * change in order, and moving on to a live member when one is lost.

@@ -1,8 +1,8 @@
 /*
- * Unit tests of the daemon's keyspace (store-server/keyspace.c): binary-safe
+ * Unit tests of the daemon's keyspace (store-server/core/keyspace.c): binary-safe
  * keys, values owned once, add/append/compare_set rules, the change hook,
  * the per-namespace limits with their counters, and the table under it
- * (store-server/ktable.c): growth while entries are being moved, delete
+ * (store-server/core/ktable.c): growth while entries are being moved, delete
  * churn, forced collisions, and iteration that sees every key once.
  */
 #include <malloc.h>

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the daemon's op table (store-server/ops.c): every op case of
+ * Unit tests of the daemon's op table (store-server/native/ops.c): every op case of
  * the generated Request descriptor has a row named like its proto field,
  * with a handler, every op of the op list (proto/oplist.h) has its row with
  * the list's name and flags, and the flags say what the protocol spec says.

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the durable record framing (store-server/precord.c): a
+ * Unit tests of the durable record framing (store-server/durable/precord.c): a
  * header announcing a body far larger than the bytes left is judged by
  * those bytes - a torn tail at the end of a file, damage when intact
  * records follow - and costs no allocation of the announced size (checked

@@ -3,7 +3,7 @@
  * made in-process and no daemon: records applied to the live namespaces
  * and dumped back, the same through a private image (what compaction
  * rebuilds), the origin the sink is told, clearing, refusals, and the byte
- * codec's view of a record (store-server/precord.c).
+ * codec's view of a record (store-server/durable/precord.c).
  */
 #include <event2/buffer.h>
 #include <stdio.h>
