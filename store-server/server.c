@@ -23,6 +23,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "ns.h"
+#include "ops.h"
 #include "ha.h"
 #include "persist.h"
 #include "rdzv.h"
@@ -85,7 +86,7 @@ static void server_signal_cb(evutil_socket_t sig, short what, void *arg)
             log_msg(LOG_ERROR, "cannot reopen log file: %s", strerror(errno));
         log_msg(LOG_INFO, "log reopened");
     } else if (sig == SIGUSR1) {
-        stats_dump(&srv->stats, LOG_ALWAYS, "signal"); /* asked for: written at any --log-level */
+        stats_dump(&srv->stats, ops_name, LOG_ALWAYS, "signal"); /* asked for: written at any --log-level */
     } else if (srv->draining) {
         log_msg(LOG_WARN, "second %s: exiting without waiting for clients", strsignal((int)sig));
         event_base_loopbreak(srv->base);
@@ -115,16 +116,16 @@ int server_start(struct server *srv)
     if (!(srv->listeners = calloc(l->n, sizeof *srv->listeners)))
         return EX_OSERR;
     for (size_t i = 0; i < l->n; i++) {
-        int rc = listener_open(srv, l->v[i], &srv->listeners[i]);
+        int rc = listener_open_with(srv, l->v[i], conn_accept, &srv->listeners[i]);
         if (rc)
             return rc;
         srv->nlisteners++;
     }
     int rc = tcpstore_start(srv); /* bound before the port file says the daemon is up */
     if (!rc)
-        rc = tls_start(srv);
+        rc = tls_start(srv, conn_accept_tls);
     if (!rc)
-        rc = ha_open(srv); /* needs the bound address it advertises */
+        rc = ha_open(srv, srv->nlisteners ? listener_name(srv->listeners[0]) : NULL); /* the address it advertises */
     if (rc)
         return rc;
     if (ns_sweep_start(srv) != 0) {
@@ -151,7 +152,7 @@ int server_run(struct server *srv)
         return EX_SOFTWARE;
     }
     log_msg(LOG_INFO, "exiting");
-    stats_dump(&srv->stats, LOG_INFO, "exit"); /* follows --log-level, as "exiting" does */
+    stats_dump(&srv->stats, ops_name, LOG_INFO, "exit"); /* follows --log-level, as "exiting" does */
     return EX_OK;
 }
 

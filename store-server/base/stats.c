@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include "log.h"
-#include "ops.h"
 
 #define STATS_NAME_ROW(id, name) name,
 static const char *const stats_names[STAT_COUNT] = {STATS_LIST(STATS_NAME_ROW)};
@@ -57,13 +56,14 @@ int stats_find(const char *name)
     return -1;
 }
 
-/* Call fn for every counter (fixed ones, then "op_<name>" per op) with its value. */
-void stats_each(const struct stats *s, void (*fn)(void *arg, const char *name, uint64_t value), void *arg)
+/* Call fn for every counter (fixed ones, then "op_<name>" per op, named by op_name) with its value. */
+void stats_each(const struct stats *s, stats_op_name_fn op_name, void (*fn)(void *arg, const char *name, uint64_t value),
+                void *arg)
 {
     for (int i = 0; i < STAT_COUNT; i++)
         fn(arg, stats_names[i], s->c[i]);
     for (int i = 0; i < STATS_OP_SLOTS; i++) {
-        const char *op = ops_name(i);
+        const char *op = op_name((unsigned)i);
         if (!op)
             continue;
         char name[64];
@@ -80,11 +80,11 @@ static void stats_log_one(void *arg, const char *name, uint64_t value)
 
 /* Write every counter to the log at level (LOG_ALWAYS: whatever the filter) between "stats begin"
  * and "stats end" lines. */
-void stats_dump(const struct stats *s, int level, const char *why)
+void stats_dump(const struct stats *s, stats_op_name_fn op_name, int level, const char *why)
 {
     if (!log_enabled(level))
         return;
     log_msg(level, "stats begin (%s)", why);
-    stats_each(s, stats_log_one, &level);
+    stats_each(s, op_name, stats_log_one, &level);
     log_msg(level, "stats end (%s)", why);
 }

@@ -149,9 +149,12 @@ const char *stats_name(enum stat_id id);
 /* The counter called name, or -1. */
 int stats_find(const char *name);
 /* Call fn for every counter (fixed ones, then "op_<name>" per op) with its value. */
-void stats_each(const struct stats *s, void (*fn)(void *arg, const char *name, uint64_t value), void *arg);
+/* The name of op slot i, or NULL for an unused slot (the daemon's op table answers it). */
+typedef const char *(*stats_op_name_fn)(unsigned i);
+void stats_each(const struct stats *s, stats_op_name_fn op_name, void (*fn)(void *arg, const char *name, uint64_t value),
+                void *arg);
 /* Write every counter to the log at level (LOG_ALWAYS: whatever the filter) between "stats begin"
  * and "stats end" lines. */
-void stats_dump(const struct stats *s, int level, const char *why);
+void stats_dump(const struct stats *s, stats_op_name_fn op_name, int level, const char *why);
 
 #endif

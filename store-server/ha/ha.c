@@ -31,7 +31,6 @@
 
 #include "ha_etcd.h"
 #include "ha_log.h"
-#include "listener.h"
 #include "log.h"
 #include "persist.h"
 #include "server.h"
@@ -293,13 +292,13 @@ static int ha_parse_url(const char *url, char *eps, size_t epslen, char *prefix,
 
 /* This daemon's address for others: --ha-advertise, else the first listener's with a wildcard host replaced
  * by the hostname. */
-static void ha_self(struct server *srv, char *out, size_t n)
+static void ha_self(struct server *srv, const char *bound, char *out, size_t n)
 {
     if (srv->opt.ha_advertise && *srv->opt.ha_advertise) {
         snprintf(out, n, "%s", srv->opt.ha_advertise);
         return;
     }
-    const char *name = srv->nlisteners ? listener_name(srv->listeners[0]) : "";
+    const char *name = bound ? bound : "";
     const char *colon = strrchr(name, ':');
     char host[256];
     if (colon && (strncmp(name, "0.0.0.0:", 8) == 0 || strncmp(name, "[::]:", 5) == 0) &&
@@ -328,8 +327,9 @@ static int ha_pending(void *arg)
     return ha_log_pending(ha->log);
 }
 
-/* Parse --ha, register the etcd log as the data log's replica and start campaigning; 0 or an exit status. */
-int ha_open(struct server *srv)
+/* Parse --ha, register the etcd log as the data log's replica and campaign, advertising bound by default;
+ * 0 or an exit status. */
+int ha_open(struct server *srv, const char *bound)
 {
     const struct options *o = &srv->opt;
     if (!o->ha || !*o->ha)
@@ -352,7 +352,7 @@ int ha_open(struct server *srv)
         !(ha->log = ha_log_new(srv, ha->log_etcd, prefix, ha->key, o->ha_batch_bytes, o->ha_snapshot_bytes,
                                   &hooks)))
         return EX_OSERR;
-    ha_self(srv, ha->self, sizeof ha->self);
+    ha_self(srv, bound, ha->self, sizeof ha->self);
     persist_replica(srv, &(struct persist_replica){ha_take, ha_pending, ha});
     log_msg(LOG_INFO, "ha: campaigning for %s as %s through %s", ha->key, ha->self, eps);
     ha->state = HA_GRANTING;

@@ -8,8 +8,9 @@
 struct server;
 
 /* Parse --ha, register the etcd log as the data log's replica (persist_replica) and start campaigning (after
- * the listeners are bound); 0 or an exit status.  A no-op without --ha. */
-int ha_open(struct server *srv);
+ * the listeners are bound), advertising --ha-advertise or else bound, the first listener's address; 0 or an
+ * exit status.  A no-op without --ha. */
+int ha_open(struct server *srv, const char *bound);
 /* Stop campaigning and free; the lease is left to expire.  Safe when never opened. */
 void ha_close(struct server *srv);
 /* Whether this daemon may serve requests now (always without --ha). */

@@ -22,7 +22,6 @@
 #include <sys/socket.h>
 #include <sysexits.h>
 
-#include "conn.h"
 #include "log.h"
 #include "server.h"
 #include "tcpka.h"
@@ -201,12 +200,6 @@ int listener_open_with(struct server *srv, const char *spec, listener_accept_fn 
     }
     *out = l;
     return 0;
-}
-
-/* Bind and listen on spec for native clients; 0, or a sysexits status after logging why. */
-int listener_open(struct server *srv, const char *spec, struct listener **out)
-{
-    return listener_open_with(srv, spec, conn_accept, out);
 }
 
 /* The port actually bound (useful with port 0). */

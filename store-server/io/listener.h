@@ -12,8 +12,6 @@ struct listener;
 /* What a listener hands each accepted socket to (conn_accept for native clients). */
 typedef void (*listener_accept_fn)(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen);
 
-/* Bind and listen on spec ("HOST:PORT", "[V6]:PORT"); 0, or a sysexits status after logging why. */
-int listener_open(struct server *srv, const char *spec, struct listener **out);
 /* The same, handing accepted sockets to accept (a second kind of front end). */
 int listener_open_with(struct server *srv, const char *spec, listener_accept_fn accept, struct listener **out);
 /* The port actually bound (useful with port 0). */

@@ -24,7 +24,6 @@
 #include <sysexits.h>
 #include <unistd.h>
 
-#include "conn.h"
 #include "listener.h"
 #include "log.h"
 #include "server.h"
@@ -92,14 +91,10 @@ static int tls_load(struct tls *t)
     return 0;
 }
 
-/* Accept callback of a TLS listener: a connection whose bufferevent speaks TLS. */
-static void tls_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen)
-{
-    conn_accept_tls(srv, fd, sa, salen);
-}
 
-/* Load the certificate, key and CA and bind every --tls-listen address; 0 or an exit status. */
-int tls_start(struct server *srv)
+/* Load the certificate, key and CA and bind every --tls-listen address, whose connections go to
+ * accept; 0 or an exit status. */
+int tls_start(struct server *srv, listener_accept_fn accept)
 {
     const struct options *o = &srv->opt;
     if (o->tls_listen.n == 0)
@@ -119,7 +114,7 @@ int tls_start(struct server *srv)
         return EX_CONFIG;
     }
     for (size_t i = 0; i < o->tls_listen.n; i++) {
-        rc = listener_open_with(srv, o->tls_listen.v[i], tls_accept, &t->listeners[i]);
+        rc = listener_open_with(srv, o->tls_listen.v[i], accept, &t->listeners[i]);
         if (rc)
             return rc;
         t->n++;

@@ -4,11 +4,14 @@
 
 #include <stddef.h>
 
+#include "listener.h"
+
 struct server;
 struct bufferevent;
 
-/* Load the certificate, key and CA and bind every --tls-listen address; 0 or an exit status. */
-int tls_start(struct server *srv);
+/* Load the certificate, key and CA and bind every --tls-listen address, whose connections go to
+ * accept; 0 or an exit status. */
+int tls_start(struct server *srv, listener_accept_fn accept);
 /* Stop accepting on the TLS listeners (the drain). */
 void tls_drain(struct server *srv);
 /* Free the TLS context and listeners; safe when never started. */
