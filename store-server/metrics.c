@@ -130,7 +130,7 @@ static void metrics_levels(struct server *srv, struct evbuffer *b)
     metrics_family(b, "muster_waiters", "gauge", "Parked requests (waits, blocking gets, barriers, joins)");
     evbuffer_add_printf(b, "muster_waiters %zu\n", srv->core.nwaiters);
     metrics_family(b, "muster_watches", "gauge", "Active watches");
-    evbuffer_add_printf(b, "muster_watches %zu\n", srv->nwatches);
+    evbuffer_add_printf(b, "muster_watches %zu\n", srv->core.nwatches);
     metrics_family(b, "muster_ready", "gauge", "1 when serving (recovered, not draining)");
     evbuffer_add_printf(b, "muster_ready %d\n", !srv->draining && persist_ready(srv));
 }

@@ -27,7 +27,7 @@
 #include "log.h"
 #include "server.h"
 #include "source.h"
-#include "watch.h"
+#include "op_watch.h"
 
 /* A namespace's required token. */
 struct token {
@@ -204,14 +204,13 @@ void ns_conn_left(struct ns *ns)
 /* Whether ns holds nothing that forgetting it would lose (see the top of this file). */
 static int ns_empty(const struct ns *ns)
 {
-    return core_ns_empty(ns) && ns->nconns == 0 && !ns->watches && !ns->ext_hook;
+    return core_ns_empty(ns) && ns->nconns == 0 && !ns->ext_hook;
 }
 
 /* Free one namespace and everything it holds. */
 static void ns_free(struct server *srv, struct ns *ns)
 {
     HASH_DEL(srv->namespaces, ns);
-    watch_ns_destroy(ns);
     core_ns_fini(ns);
     source_ns_put(srv, ns->creator);
     free(ns);

@@ -253,6 +253,8 @@ struct core *server_core(struct server *srv)
         .max_waiters_per_ns = o->max_waiters_per_ns,
         .max_waiters_per_conn = o->max_waiters_per_conn,
         .heartbeat_timeout = o->heartbeat_timeout,
+        .max_watches = o->max_watches,
+        .max_watches_per_conn = o->max_watches_per_conn,
     };
     return &srv->core;
 }

@@ -36,9 +36,7 @@ struct server {
     struct conn_io *ios;   /* every open connection's I/O, both front ends (conn_io.c) */
     size_t nconns;         /* admitted connections (the --max-connections count) */
     size_t nrefusing;      /* connections being sent a refusal */
-    size_t nwatches;
     uint64_t next_session;
-    uint64_t next_watch;
     int draining;
     struct event *signals[SERVER_NSIGNALS];
     struct event *drain_timer;

@@ -1,6 +1,6 @@
 /*
  * The core: what the state modules (keyspace, waiters, barriers,
- * rendezvous) share.  The hooks are how they reach timers, clocks and the
+ * rendezvous, watches) share.  The hooks are how they reach timers, clocks and the
  * log without knowing the event loop; the parked-request budget counts
  * waits, barrier arrivals and joins alike; and a namespace's change hook
  * is wired here, so a key change reaches the sink, the rendezvous timeline
@@ -17,6 +17,7 @@
 #include "rdzv.h"
 #include "stats.h"
 #include "waiters.h"
+#include "watch.h"
 
 /* Start a core with its hooks, limits and counter block (hooks or stats may be filled later). */
 void core_init(struct core *core, const struct core_hooks *hooks, const struct core_limits *lim,
@@ -143,17 +144,19 @@ void core_ns_init(struct core *core, struct ns *ns, uint64_t max_keys, uint64_t 
     ks_init(&ns->ks, max_keys, max_bytes, max_value, core->stats, core_ns_changed, ns);
 }
 
-/* Free ns's state (rendezvous, waiters, barriers, keys), not ns itself. */
+/* Free ns's state (rendezvous, waiters, barriers, watches, keys), not ns itself. */
 void core_ns_fini(struct ns *ns)
 {
     rdzv_ns_destroy(ns);
     waiters_ns_destroy(ns);
     barrier_ns_destroy(ns);
+    watch_ns_fini(ns);
     ks_fini(&ns->ks);
 }
 
-/* Whether ns's state holds nothing (no keys, parked requests, barriers or rendezvous state). */
+/* Whether ns's state holds nothing (no keys, parked requests, barriers, rendezvous state or watches). */
 int core_ns_empty(const struct ns *ns)
 {
-    return ns->ks.count == 0 && ns->nwaiters == 0 && !ns->waiters && !ns->wkeys && !ns->barriers && !ns->rdzv;
+    return ns->ks.count == 0 && ns->nwaiters == 0 && !ns->waiters && !ns->wkeys && !ns->barriers && !ns->rdzv &&
+           !ns->watches;
 }

@@ -50,6 +50,7 @@ struct core_limits {
     uint64_t wait_timeout, max_wait_timeout;                      /* a parked request's deadline */
     uint64_t max_waiters, max_waiters_per_ns, max_waiters_per_conn; /* parked requests */
     uint64_t heartbeat_timeout;                                   /* a rendezvous member's; 0 = none */
+    uint64_t max_watches, max_watches_per_conn;                   /* watches (watch.c) */
 };
 
 struct core {
@@ -57,6 +58,8 @@ struct core {
     struct core_limits lim;
     struct stats *stats;
     size_t nwaiters;             /* parked requests (the max_waiters count) */
+    size_t nwatches;             /* watches of every front end (the max_watches count) */
+    uint64_t next_watch;         /* the last watch id given (watch.c) */
     struct record_sink sink;     /* where the state's records go (records.c sets it) */
     enum record_origin applying; /* where the change being applied came from (LOCAL outside records_apply) */
     struct waiter *wake_queue;   /* waiters whose keys all arrived (waiters.c) */
@@ -67,7 +70,7 @@ struct core {
 typedef void (*core_change_fn)(struct ns *ns, enum ks_change what, const char *key, size_t klen,
                                const struct ks_entry *e);
 
-/* A namespace (job): its keyspace, parked waiters, barriers and rendezvous state, then the daemon's part,
+/* A namespace (job): its keyspace, parked waiters, barriers, rendezvous state and watches, then the daemon's part,
  * which the core never reads. */
 struct ns {
     UT_hash_handle hh;
@@ -78,10 +81,10 @@ struct ns {
     struct barrier *barriers; /* by name (barrier.c) */
     void *rdzv;               /* rendezvous state, owned by rdzv.c */
     size_t nwaiters;          /* parked requests of any kind (the max_waiters_per_ns count) */
+    struct watch *watches;    /* prefix watches, newest first (watch.c) */
     core_change_fn on_change; /* the daemon's reaction to a key change, or NULL */
     /* The daemon's part. */
     struct server *srv;
-    struct watch *watches;    /* (watch.c) */
     ks_hook_fn ext_hook;      /* another front end's change hook (the TCPStore listener), or NULL */
     void *ext_arg;
     size_t nconns;            /* connections that said hello to this namespace */
@@ -113,9 +116,9 @@ void core_log(const struct core *core, int level, const char *fmt, ...) __attrib
  * timeline, the key's waiters and then on_change (may be NULL). */
 void core_ns_init(struct core *core, struct ns *ns, uint64_t max_keys, uint64_t max_bytes, uint64_t max_value,
                   core_change_fn on_change);
-/* Free ns's state (rendezvous, waiters, barriers, keys), not ns itself. */
+/* Free ns's state (rendezvous, waiters, barriers, watches, keys), not ns itself. */
 void core_ns_fini(struct ns *ns);
-/* Whether ns's state holds nothing (no keys, parked requests, barriers or rendezvous state). */
+/* Whether ns's state holds nothing (no keys, parked requests, barriers, rendezvous state or watches). */
 int core_ns_empty(const struct ns *ns);
 
 #endif

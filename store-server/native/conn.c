@@ -39,7 +39,7 @@
 #include "server.h"
 #include "source.h"
 #include "tls.h"
-#include "watch.h"
+#include "op_watch.h"
 
 /* Frames handled per read callback before yielding to other connections. */
 #define CONN_BATCH 64

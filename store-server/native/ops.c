@@ -19,7 +19,7 @@
 #include "pbuf.h"
 #include "op_rdzv.h"
 #include "server.h"
-#include "watch.h"
+#include "op_watch.h"
 
 #define F_KEY(T, f) {OPC_KEY, offsetof(T, f), 0, #f}
 #define F_PREFIX(T, f) {OPC_PREFIX, offsetof(T, f), 0, #f}

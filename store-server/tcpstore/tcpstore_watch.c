@@ -89,7 +89,7 @@ void tswatch_register(struct ts_conn *c, const char *key, size_t klen)
     struct server *srv = ts->srv;
     struct ts_watch *w = NULL;
     struct ts_wkey *wk;
-    if (srv->nwatches >= srv->opt.max_watches) {
+    if (srv->core.nwatches >= srv->opt.max_watches) {
         tcpstore_fail(c, STAT_LIMIT_WATCHES, "watch_key: too many watches on this server (limit %llu)",
                       (unsigned long long)srv->opt.max_watches);
         return;
@@ -115,7 +115,7 @@ void tswatch_register(struct ts_conn *c, const char *key, size_t klen)
     w->cnext = c->watches;
     c->watches = w;
     c->nwatches++;
-    srv->nwatches++;
+    srv->core.nwatches++;
     stats_inc(&srv->stats, STAT_TS_WATCHES);
     if (log_enabled(LOG_DEBUG))
         log_msg(LOG_DEBUG, "tcpstore conn %llu %s: watching '%.200s'", (unsigned long long)c->id, tcpstore_peer(c),
@@ -144,7 +144,7 @@ void tswatch_conn_gone(struct ts_conn *c)
             tswatch_wkey_free(ts, wk);
         free(w);
         c->nwatches--;
-        srv->nwatches--;
+        srv->core.nwatches--;
         stats_dec(&srv->stats, STAT_TS_WATCHES);
     }
 }

@@ -439,7 +439,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Closing every client must end every connection and everything they parked or watched. */
     if (fz_close_all(&s.net) != 0)
         abort();
-    if (s.net.srv.nconns || s.net.srv.nrefusing || s.net.srv.core.nwaiters || s.net.srv.nwatches)
+    if (s.net.srv.nconns || s.net.srv.nrefusing || s.net.srv.core.nwaiters || s.net.srv.core.nwatches)
         abort();
     ns_each(&s.net.srv, cf_check_ns, NULL);
     fz_fini(&s.net);

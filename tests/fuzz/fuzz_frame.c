@@ -108,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int turn = 0; turn < FUZZ_TURNS && srv.conns; turn++)
         event_base_loop(srv.base, EVLOOP_NONBLOCK);
     /* Closing the client must end its connection and everything it parked or watched. */
-    if (srv.conns || srv.nconns || srv.core.nwaiters || srv.nwatches)
+    if (srv.conns || srv.nconns || srv.core.nwaiters || srv.core.nwatches)
         abort();
     server_fini(&srv);
     free(buf);

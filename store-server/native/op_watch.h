@@ -1,23 +1,15 @@
-/* Prefix watches: a write or delete of a matching key pushes Event{watch} to the watching connection. */
-#ifndef MUSTERD_WATCH_H
-#define MUSTERD_WATCH_H
+/* Prefix watches, the native front end's part: the watch and unwatch ops, and the Event{watch} a write
+ * or delete of a matching key pushes to the watching connection (the registry is core/watch.c). */
+#ifndef MUSTERD_OP_WATCH_H
+#define MUSTERD_OP_WATCH_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 #include "keyspace.h"
 #include "muster.pb-c.h"
 
 struct ns;
 struct conn;
-
-struct watch {
-    uint64_t id;
-    struct conn *conn;
-    struct watch *prev, *next;
-    size_t plen;
-    char prefix[];
-};
 
 /* watch: start pushing events for keys with the prefix (an op table row). */
 void watch_op_watch(struct conn *c, Muster__Request *req);
@@ -27,7 +19,5 @@ void watch_op_unwatch(struct conn *c, Muster__Request *req);
 void watch_notify(struct ns *ns, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e);
 /* Drop every watch of a closing connection. */
 void watch_conn_closed(struct conn *c);
-/* Free every watch of ns (at exit). */
-void watch_ns_destroy(struct ns *ns);
 
 #endif
