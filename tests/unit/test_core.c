@@ -1,6 +1,6 @@
 /*
  * In-process tests of the state core (store-server/core/): rendezvous
- * rounds, last call, heartbeats, leaving, barriers and waiters, driven
+ * rounds, last call, heartbeats, leaving, barriers, waiters and watches, driven
  * through the core's hooks with a fake clock.  Timers fire only when a test
  * advances time, and deferred calls run when it says a loop turn ends, so
  * every case runs in microseconds: no daemon, no socket, no sleep.  This
@@ -17,6 +17,7 @@
 #include "rdzv.h"
 #include "stats.h"
 #include "waiters.h"
+#include "watch.h"
 
 /* ------------------------------------------------------------ fake loop */
 
@@ -181,7 +182,8 @@ static void t_world_init(struct t_world *w, uint64_t heartbeat_ms)
     t_loop.now = 0;
     struct core_limits lim = {.wait_timeout = 5000, .max_wait_timeout = 60000, .max_waiters = 100,
                               .max_waiters_per_ns = 100, .max_waiters_per_conn = 10,
-                              .heartbeat_timeout = heartbeat_ms};
+                              .heartbeat_timeout = heartbeat_ms, .max_watches = 100,
+                              .max_watches_per_conn = 10};
     core_init(&w->core, &t_hooks, &lim, &w->stats);
     w->core.sink = (struct record_sink){t_sink, w};
     w->ns = calloc(1, sizeof *w->ns + 4);
@@ -196,6 +198,7 @@ static void t_world_fini(struct t_world *w)
     free(w->ns);
     core_fini(&w->core);
     CHECK_EQ(w->core.nwaiters, 0);
+    CHECK_EQ(w->core.nwatches, 0);
     CHECK(t_loop.all == NULL);
 }
 
@@ -610,6 +613,179 @@ static void t_budget(void *unused)
     t_world_fini(&w);
 }
 
+/* -------------------------------------------------------------- watches */
+
+/* A fake connection owning watches: what its callback was told. */
+struct t_watcher {
+    size_t nwatches;
+    int events, sets, deletes;
+    uint64_t last_id;
+    char key[64], val[64];
+    int end_next; /* ask for the watch to end at the next event (the front end's output limit) */
+};
+
+/* A match: note it, and end the watch when asked to. */
+static int t_watch_notify(void *owner, const struct watch *w, enum ks_change what, const char *key, size_t klen,
+                          const void *val, size_t vlen)
+{
+    struct t_watcher *o = owner;
+    o->events++;
+    if (what == KS_SET)
+        o->sets++;
+    else
+        o->deletes++;
+    o->last_id = w->id;
+    snprintf(o->key, sizeof o->key, "%.*s", (int)klen, key);
+    snprintf(o->val, sizeof o->val, "%.*s", val ? (int)vlen : 0, val ? (const char *)val : "");
+    if (o->end_next) {
+        o->end_next = 0;
+        return 1;
+    }
+    return 0;
+}
+
+static const struct watch_owner_ops t_watch_ops = {.notify = t_watch_notify};
+
+/* The front end's hook: hand every key change to the watches. */
+static void t_watch_changed(struct ns *ns, enum ks_change what, const char *key, size_t klen,
+                            const struct ks_entry *e)
+{
+    watch_fanout(ns, what, key, klen, e);
+}
+
+/* Register prefix for o; the watch id, 0 when refused (status in *st). */
+static uint64_t t_watch(struct t_world *w, struct t_watcher *o, const char *prefix, int *st)
+{
+    struct watch *wt = watch_add(w->ns, prefix, strlen(prefix), &t_watch_ops, o, &o->nwatches, st);
+    return wt ? wt->id : 0;
+}
+
+/* One set reaches every watcher of a matching prefix (with its value) and no other; a delete reaches
+ * the same watchers without a value. */
+static void t_watch_fanout(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_watcher a = {0}, b = {0}, c = {0}, d = {0};
+    int st;
+    t_world_init(&w, 0);
+    w.ns->on_change = t_watch_changed;
+    CHECK(core_ns_empty(w.ns));
+    uint64_t ia = t_watch(&w, &a, "job/", &st);
+    CHECK_EQ(st, MUSTER__STATUS__OK);
+    uint64_t ib = t_watch(&w, &b, "job/rank", &st);
+    CHECK(t_watch(&w, &c, "other/", &st) != 0);
+    CHECK(t_watch(&w, &d, "", &st) != 0); /* the empty prefix matches every key */
+    CHECK(ia != 0 && ib != 0 && ia != ib);
+    CHECK_EQ(w.core.nwatches, 4);
+    CHECK(!core_ns_empty(w.ns)); /* a namespace with watches is not forgotten */
+    CHECK_EQ(ks_set(&w.ns->ks, "job/rank0", 9, (uint8_t *)"addr", 4, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(a.sets, 1);
+    CHECK_EQ(a.last_id, ia);
+    CHECK_STR(a.key, "job/rank0");
+    CHECK_STR(a.val, "addr");
+    CHECK_EQ(b.sets, 1);
+    CHECK_EQ(b.last_id, ib);
+    CHECK_STR(b.val, "addr");
+    CHECK_EQ(c.events, 0);
+    CHECK_EQ(d.sets, 1);
+    CHECK_EQ(w.sets, 1); /* the record went to the sink too */
+    /* A key shorter than a prefix does not match it. */
+    CHECK_EQ(ks_set(&w.ns->ks, "job/r", 5, (uint8_t *)"x", 1, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(a.sets, 2);
+    CHECK_EQ(b.sets, 1);
+    CHECK_EQ(ks_delete(&w.ns->ks, "job/rank0", 9), 1);
+    CHECK_EQ(a.deletes, 1);
+    CHECK_EQ(b.deletes, 1);
+    CHECK_STR(b.key, "job/rank0");
+    CHECK_STR(b.val, "");
+    CHECK_EQ(c.events, 0);
+    CHECK_EQ(d.deletes, 1);
+    CHECK_EQ(watch_fanout(w.ns, KS_SET, "other/k", 7, NULL), 2); /* c and d */
+    CHECK_EQ(c.sets, 1);
+    t_world_fini(&w); /* frees the watches left */
+}
+
+/* Unwatch removes one watch of its owner only; removing an owner's watches leaves the others'; a callback
+ * that asks to end its watch (the output limit) removes it and its counts. */
+static void t_watch_remove(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_watcher a = {0}, b = {0};
+    int st;
+    t_world_init(&w, 0);
+    w.ns->on_change = t_watch_changed;
+    uint64_t a1 = t_watch(&w, &a, "k", &st);
+    uint64_t a2 = t_watch(&w, &a, "k", &st);
+    uint64_t b1 = t_watch(&w, &b, "k", &st);
+    CHECK_EQ(a.nwatches, 2);
+    CHECK_EQ(w.core.nwatches, 3);
+    CHECK_EQ(watch_del_id(w.ns, &b, a1), 0); /* not b's */
+    CHECK_EQ(watch_del_id(w.ns, &a, 9999), 0);
+    CHECK_EQ(watch_del_id(w.ns, &a, a1), 1);
+    CHECK_EQ(watch_del_id(w.ns, &a, a1), 0); /* already gone */
+    CHECK_EQ(a.nwatches, 1);
+    CHECK_EQ(ks_set(&w.ns->ks, "k1", 2, (uint8_t *)"v", 1, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(a.events, 1);
+    CHECK_EQ(a.last_id, a2);
+    CHECK_EQ(b.events, 1);
+    /* b's watch ends at its next event: it is told, then removed. */
+    b.end_next = 1;
+    CHECK_EQ(ks_set(&w.ns->ks, "k2", 2, (uint8_t *)"v", 1, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(b.events, 2);
+    CHECK_EQ(b.last_id, b1);
+    CHECK_EQ(b.nwatches, 0);
+    CHECK_EQ(w.core.nwatches, 1);
+    CHECK_EQ(ks_set(&w.ns->ks, "k3", 2, (uint8_t *)"v", 1, 0), MUSTER__STATUS__OK);
+    CHECK_EQ(b.events, 2);
+    CHECK_EQ(a.events, 3);
+    /* An owner that goes takes its watches. */
+    t_watch(&w, &b, "k", &st);
+    watch_del_owner(w.ns, &a);
+    CHECK_EQ(a.nwatches, 0);
+    CHECK_EQ(b.nwatches, 1);
+    CHECK_EQ(w.core.nwatches, 1);
+    CHECK_EQ(ks_delete(&w.ns->ks, "k1", 2), 1);
+    CHECK_EQ(a.events, 3);
+    CHECK_EQ(b.deletes, 1);
+    watch_del_owner(w.ns, &b);
+    CHECK_EQ(w.core.nwatches, 0);
+    CHECK(core_ns_empty(w.ns) == 0); /* keys are left */
+    t_world_fini(&w);
+}
+
+/* The watch limits: an owner's share, then the server's, each refused with LIMIT and counted. */
+static void t_watch_limit(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_watcher a = {0}, b = {0}, c = {0};
+    int st;
+    t_world_init(&w, 0);
+    w.core.lim.max_watches = 3;
+    w.core.lim.max_watches_per_conn = 2;
+    CHECK(t_watch(&w, &a, "x", &st) != 0);
+    CHECK(t_watch(&w, &a, "y", &st) != 0);
+    CHECK_EQ(watch_full(&w.core, &a.nwatches), STAT_LIMIT_WATCHES_PER_CONN);
+    CHECK_EQ(t_watch(&w, &a, "z", &st), 0);
+    CHECK_EQ(st, MUSTER__STATUS__LIMIT);
+    CHECK_EQ(w.stats.c[STAT_LIMIT_WATCHES_PER_CONN], 1);
+    CHECK_EQ(a.nwatches, 2);
+    CHECK(t_watch(&w, &b, "x", &st) != 0);
+    CHECK_EQ(t_watch(&w, &c, "x", &st), 0);
+    CHECK_EQ(st, MUSTER__STATUS__LIMIT);
+    CHECK_EQ(watch_full(&w.core, &c.nwatches), STAT_LIMIT_WATCHES);
+    CHECK_EQ(w.stats.c[STAT_LIMIT_WATCHES], 1);
+    CHECK_EQ(c.nwatches, 0);
+    CHECK_EQ(w.core.nwatches, 3);
+    /* A freed slot can be taken again. */
+    watch_del_owner(w.ns, &b);
+    CHECK(t_watch(&w, &c, "x", &st) != 0);
+    CHECK_EQ(st, MUSTER__STATUS__OK);
+    t_world_fini(&w);
+}
+
 /* Run the core tests. */
 int main(void)
 {
@@ -625,6 +801,9 @@ int main(void)
     H_RUN(t_barrier, NULL);
     H_RUN(t_waiters, NULL);
     H_RUN(t_budget, NULL);
+    H_RUN(t_watch_fanout, NULL);
+    H_RUN(t_watch_remove, NULL);
+    H_RUN(t_watch_limit, NULL);
     /* Fake time: the whole program runs in far less than the deadlines it exercises. */
     CHECK(h_now_ms() - t0 < 1000);
     return h_finish();
