@@ -23,11 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
+#include "clock.h"
+#include "muster.pb-c.h"
 #include "log.h"
 #include "server.h"
 #include "source.h"
-#include "op_watch.h"
 
 /* A namespace's required token. */
 struct token {
@@ -133,11 +133,10 @@ int ns_configured(struct server *srv, const char *name)
     return t != NULL;
 }
 
-/* A key changed, after the core's reactions (the record, the rendezvous timeline, the key's waiters):
- * tell watchers and the other front end. */
+/* A key changed, after the core's reactions (the record, the rendezvous timeline, the key's waiters,
+ * the watches): tell the other front end. */
 static void ns_on_change(struct ns *ns, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
 {
-    watch_notify(ns, what, key, klen, e);
     if (ns->ext_hook)
         ns->ext_hook(ns->ext_arg, what, key, klen, e);
 }
@@ -173,7 +172,7 @@ static struct ns *ns_get_for(struct server *srv, const char *name, const struct 
     memcpy(ns->name, name, len);
     ns->srv = srv;
     ns->creator = creator;
-    ns->idle_ms = conn_now_ms();
+    ns->idle_ms = clock_now_ms();
     const struct options *o = &srv->opt;
     core_ns_init(server_core(srv), ns, o->max_keys_per_ns, o->max_bytes_per_ns, o->max_value, ns_on_change);
     HASH_ADD(hh, srv->namespaces, name[0], len, ns);
@@ -198,7 +197,7 @@ struct ns *ns_open(struct server *srv, const char *name, const struct sockaddr *
 void ns_conn_left(struct ns *ns)
 {
     if (--ns->nconns == 0)
-        ns->idle_ms = conn_now_ms();
+        ns->idle_ms = clock_now_ms();
 }
 
 /* Whether ns holds nothing that forgetting it would lose (see the top of this file). */
@@ -229,7 +228,7 @@ static void ns_sweep_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct server *srv = arg;
-    uint64_t now = conn_now_ms(), idle = srv->opt.ns_idle_timeout;
+    uint64_t now = clock_now_ms(), idle = srv->opt.ns_idle_timeout;
     size_t n = 0;
     struct ns *ns, *tmp;
     HASH_ITER(hh, srv->namespaces, ns, tmp) {
@@ -245,7 +244,7 @@ static void ns_sweep_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (n)
         log_msg(LOG_INFO, "reclaimed %zu namespaces idle for %llu ms", n, (unsigned long long)idle);
-    conn_timer_at(srv->ns_sweep, now + ns_sweep_ms(srv));
+    clock_timer_at(srv->ns_sweep, now + ns_sweep_ms(srv));
 }
 
 /* Start reclaiming idle empty namespaces (--ns-idle-timeout); 0, or -1 when the timer cannot be made. */
@@ -255,7 +254,7 @@ int ns_sweep_start(struct server *srv)
         return 0;
     if (!(srv->ns_sweep = evtimer_new(srv->base, ns_sweep_cb, srv)))
         return -1;
-    conn_timer_at(srv->ns_sweep, conn_now_ms() + ns_sweep_ms(srv));
+    clock_timer_at(srv->ns_sweep, clock_now_ms() + ns_sweep_ms(srv));
     return 0;
 }
 

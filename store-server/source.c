@@ -20,7 +20,7 @@
 #include <utlist.h>
 #include <uthash.h>
 
-#include "conn.h"
+#include "clock.h"
 #include "muster.pb-c.h"
 #include "server.h"
 
@@ -83,7 +83,7 @@ static struct source *source_find(struct server *srv, const struct sockaddr *sa,
 /* Drop s when it remembers nothing any more. */
 static void source_maybe_free(struct server *srv, struct source *s)
 {
-    if (s->nns || s->until_ms + srv->opt.auth_backoff_max > conn_now_ms())
+    if (s->nns || s->until_ms + srv->opt.auth_backoff_max > clock_now_ms())
         return;
     DL_DELETE(srv->source_lru, s);
     srv->nsources_lru--;
@@ -95,7 +95,7 @@ static void source_maybe_free(struct server *srv, struct source *s)
 uint64_t source_hello_wait(struct server *srv, const struct sockaddr *sa)
 {
     struct source *s = srv->opt.auth_backoff ? source_find(srv, sa, 0) : NULL;
-    uint64_t now = conn_now_ms();
+    uint64_t now = clock_now_ms();
     return s && s->until_ms > now ? s->until_ms - now : 0;
 }
 
@@ -106,7 +106,7 @@ void source_hello_failed(struct server *srv, const struct sockaddr *sa)
     struct source *s = o->auth_backoff ? source_find(srv, sa, 1) : NULL;
     if (!s)
         return;
-    uint64_t now = conn_now_ms();
+    uint64_t now = clock_now_ms();
     /* An address quiet for the longest delay after its last window starts over. */
     if (now >= s->until_ms + o->auth_backoff_max)
         s->fails = 0;

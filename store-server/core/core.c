@@ -120,8 +120,9 @@ void core_log(const struct core *core, int level, const char *fmt, ...)
 }
 
 /* The keyspace change hook: emit the change as a record (logged before anyone is told), note it in the
- * rendezvous timeline, wake the key's waiters, then hand it to the daemon.  Waking only queues the
- * waiters (they are answered from a deferred call), so the daemon's watch events still go out first. */
+ * rendezvous timeline, wake the key's waiters, tell the matching watches, then hand it to the daemon.
+ * Waking only queues the waiters (they are answered from a deferred call), so watch events still go out
+ * first. */
 static void core_ns_changed(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
 {
     struct ns *ns = arg;
@@ -131,6 +132,7 @@ static void core_ns_changed(void *arg, enum ks_change what, const char *key, siz
     rdzv_note_key(ns, key, klen);
     if (what == KS_SET)
         waiters_key_set(ns, key, klen);
+    watch_fanout(ns, what, key, klen, e);
     if (ns->on_change)
         ns->on_change(ns, what, key, klen, e);
 }

@@ -38,6 +38,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "persist.h"
 #include "server.h"
@@ -249,6 +250,18 @@ int conn_io_open(struct conn_io *io, struct server *srv, int fd, int tls, const 
         return conn_io_link(io);
     conn_io_free(io);
     return -1;
+}
+
+/* When the request incomplete in an input holding held bytes began: now, partial_ms, or 0 (none);
+ * last_done_ms is when the last whole request was taken. */
+uint64_t conn_io_partial_since(uint64_t partial_ms, uint64_t last_done_ms, size_t held)
+{
+    if (!held)
+        return 0;
+    /* A request finished after the incomplete one began: the bytes held now start a new one. */
+    if (!partial_ms || last_done_ms > partial_ms)
+        return clock_now_ms();
+    return partial_ms;
 }
 
 /* Release io and close its socket. */

@@ -71,4 +71,8 @@ void conn_io_shutdown(struct conn_io *io);
 /* Shut the write side and discard the input held, so a close sends no reset (a failed TLS connection). */
 void conn_io_discard_input(struct conn_io *io);
 
+/* When the request incomplete in an input holding held bytes began: now, partial_ms, or 0 (none);
+ * last_done_ms is when the last whole request was taken. */
+uint64_t conn_io_partial_since(uint64_t partial_ms, uint64_t last_done_ms, size_t held);
+
 #endif

@@ -30,6 +30,7 @@
 #include <muster/muster.h>
 
 #include "conn_io.h"
+#include "clock.h"
 #include "log.h"
 #include "ns.h"
 #include "ops.h"
@@ -50,44 +51,6 @@
 
 static void conn_arm(struct conn *c);
 
-/* Milliseconds on the monotonic clock. */
-uint64_t conn_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Arm timer to fire at monotonic time at (ms), or disarm it when at is 0. */
-void conn_timer_at(struct event *timer, uint64_t at)
-{
-    if (!at) {
-        evtimer_del(timer);
-        return;
-    }
-    uint64_t now = conn_now_ms(), ms = at > now ? at - now : 0;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    evtimer_add(timer, &tv);
-}
-
-/* The sooner of two deadlines, where 0 is none. */
-uint64_t conn_sooner(uint64_t a, uint64_t b)
-{
-    return !a ? b : !b ? a : a < b ? a : b;
-}
-
-/* When the request incomplete in an input holding held bytes began: now, partial_ms, or 0 (none);
- * last_done_ms is when the last whole request was taken. */
-uint64_t conn_partial_since(uint64_t partial_ms, uint64_t last_done_ms, size_t held)
-{
-    if (!held)
-        return 0;
-    /* A request finished after the incomplete one began: the bytes held now start a new one. */
-    if (!partial_ms || last_done_ms > partial_ms)
-        return conn_now_ms();
-    return partial_ms;
-}
-
 /* Whether frames can still be sent to c. */
 int conn_live(const struct conn *c)
 {
@@ -98,7 +61,7 @@ int conn_live(const struct conn *c)
 static void conn_set_state(struct conn *c, enum conn_state s)
 {
     c->state = s;
-    c->state_ms = conn_now_ms();
+    c->state_ms = clock_now_ms();
 }
 
 /* Pack one ServerFrame of body bytes straight into the output buffer's free space; 0 on success. */
@@ -123,7 +86,7 @@ static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t 
     if (!c->paused && evbuffer_get_length(out) > c->srv->opt.max_output) {
         /* Backpressure: a client that does not read its replies stops being read. */
         c->paused = 1;
-        c->paused_ms = conn_now_ms();
+        c->paused_ms = clock_now_ms();
         conn_io_reading(&c->io, 0);
         stats_inc(&c->srv->stats, STAT_OUTPUT_PAUSED);
         conn_arm(c);
@@ -329,7 +292,7 @@ static uint64_t conn_deadline(const struct conn *c)
     case CONN_OPEN:
         if (c->paused)
             return c->paused_ms + o->slow_timeout;
-        return conn_sooner(o->idle_timeout ? c->last_rx_ms + o->idle_timeout : 0,
+        return clock_sooner(o->idle_timeout ? c->last_rx_ms + o->idle_timeout : 0,
                            c->partial_ms && o->request_timeout ? c->partial_ms + o->request_timeout : 0);
     case CONN_FLUSHING:
         return c->state_ms + (c->srv->draining ? o->drain_timeout : o->slow_timeout);
@@ -344,7 +307,7 @@ static uint64_t conn_deadline(const struct conn *c)
 /* (Re)arm c's timer for its next deadline. */
 static void conn_arm(struct conn *c)
 {
-    conn_timer_at(c->timer, conn_deadline(c));
+    clock_timer_at(c->timer, conn_deadline(c));
 }
 
 /* The timer: deferred free, or a hello/idle/slow/flush/linger deadline that passed. */
@@ -359,7 +322,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
         conn_free(c);
     } else if (!at) {
         return; /* nothing is due any more */
-    } else if (at > conn_now_ms()) {
+    } else if (at > clock_now_ms()) {
         conn_arm(c); /* an idle deadline moved on with traffic */
     } else if (c->state == CONN_FLUSHING || c->paused) {
         stats_inc(&srv->stats, STAT_LIMIT_OUTPUT);
@@ -374,13 +337,13 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
         else
             conn_fail(c, MUSTER__STATUS__TIMEOUT, "no hello within %llu ms",
                       (unsigned long long)srv->opt.hello_timeout);
-    } else if (c->partial_ms && srv->opt.request_timeout && c->partial_ms + srv->opt.request_timeout <= conn_now_ms()) {
+    } else if (c->partial_ms && srv->opt.request_timeout && c->partial_ms + srv->opt.request_timeout <= clock_now_ms()) {
         stats_inc(&srv->stats, STAT_REQUEST_TIMEOUT);
         conn_fail(c, MUSTER__STATUS__TIMEOUT, "frame incomplete for %llu ms",
                   (unsigned long long)srv->opt.request_timeout);
     } else if (c->pending || c->rdzv || evbuffer_get_length(c->io.out)) {
         /* Silent but waiting on the server, or still taking output: not idle. */
-        c->last_rx_ms = conn_now_ms();
+        c->last_rx_ms = clock_now_ms();
         conn_arm(c);
     } else {
         stats_inc(&srv->stats, STAT_IDLE_CLOSED);
@@ -477,7 +440,7 @@ static void conn_frame(struct conn *c, const uint8_t *body, uint32_t len)
 {
     struct stats *st = &c->srv->stats;
     Muster__ClientFrame *f = muster__client_frame__unpack(NULL, len, body);
-    c->last_rx_ms = conn_now_ms();
+    c->last_rx_ms = clock_now_ms();
     stats_inc(st, STAT_FRAMES_IN);
     stats_add(st, STAT_BYTES_IN, FRAME_HDR + len);
     if (!f) {
@@ -607,7 +570,7 @@ static void conn_input(struct conn_io *io, const uint8_t *buf, size_t n)
         conn_process_direct(c, buf, n);
     else
         conn_process(c);
-    uint64_t partial = conn_partial_since(c->partial_ms, c->last_rx_ms, evbuffer_get_length(io->in));
+    uint64_t partial = conn_io_partial_since(c->partial_ms, c->last_rx_ms, evbuffer_get_length(io->in));
     if (partial != c->partial_ms && conn_live(c)) {
         c->partial_ms = partial;
         conn_arm(c);
@@ -696,7 +659,7 @@ static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *
         return NULL;
     }
     c->session_id = ++srv->next_session;
-    c->born_ms = c->last_rx_ms = conn_now_ms();
+    c->born_ms = c->last_rx_ms = clock_now_ms();
     conn_set_state(c, CONN_HELLO);
     /* Only copied here: formatting it (inet_ntop, snprintf) was a tenth of a connect storm's
      * user time, and most connections never log their address. */

@@ -83,14 +83,5 @@ int conn_pending_has(const struct conn *c, uint64_t id);
 int conn_live(const struct conn *c);
 /* Free every connection at once, without replies (at exit). */
 void conn_free_all(struct server *srv);
-/* Milliseconds on the monotonic clock. */
-uint64_t conn_now_ms(void);
-/* Arm timer to fire at monotonic time at (ms), or disarm it when at is 0. */
-void conn_timer_at(struct event *timer, uint64_t at);
-/* The sooner of two deadlines, where 0 is none. */
-uint64_t conn_sooner(uint64_t a, uint64_t b);
-/* When the request incomplete in an input holding held bytes began: now, partial_ms, or 0 (none);
- * last_done_ms is when the last whole request was taken. */
-uint64_t conn_partial_since(uint64_t partial_ms, uint64_t last_done_ms, size_t held);
 
 #endif

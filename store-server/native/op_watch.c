@@ -66,8 +66,8 @@ static int watch_conn_notify(void *owner, const struct watch *w, enum ks_change 
                              const void *val, size_t vlen)
 {
     struct conn *c = owner;
-    (void)klen;
-    if (!conn_live(c))
+    /* A key with a NUL (set through the TCPStore listener) cannot be sent as a native string. */
+    if (!conn_live(c) || memchr(key, 0, klen))
         return 0;
     struct server *srv = c->srv;
     Muster__WatchEvent we = MUSTER__WATCH_EVENT__INIT;
@@ -97,15 +97,6 @@ static int watch_conn_notify(void *owner, const struct watch *w, enum ks_change 
     conn_push_event(c, &ev);
     stats_inc(&srv->stats, STAT_WATCH_EVENTS);
     return 0;
-}
-
-/* Tell every matching watch of ns about a change (the keyspace hook calls this). */
-void watch_notify(struct ns *ns, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
-{
-    /* A key with a NUL (set through the TCPStore listener) cannot be sent as a native string. */
-    if (!ns->watches || memchr(key, 0, klen))
-        return;
-    watch_fanout(ns, what, key, klen, e);
 }
 
 /* Drop every watch of a closing connection. */

@@ -15,8 +15,6 @@ struct conn;
 void watch_op_watch(struct conn *c, Muster__Request *req);
 /* unwatch: stop one of this connection's watches (an op table row). */
 void watch_op_unwatch(struct conn *c, Muster__Request *req);
-/* Tell every matching watch of ns about a change (the keyspace hook calls this). */
-void watch_notify(struct ns *ns, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e);
 /* Drop every watch of a closing connection. */
 void watch_conn_closed(struct conn *c);
 

@@ -38,6 +38,7 @@
 
 #include "conn.h"
 #include "listener.h"
+#include "clock.h"
 #include "log.h"
 #include "ns.h"
 #include "server.h"
@@ -58,7 +59,7 @@ int tcpstore_live(const struct ts_conn *c)
 static void tcpstore_set_state(struct ts_conn *c, enum ts_state s)
 {
     c->state = s;
-    c->state_ms = conn_now_ms();
+    c->state_ms = clock_now_ms();
 }
 
 /* Read from the socket exactly while c is not paused by backpressure. */
@@ -81,7 +82,7 @@ void tcpstore_put(struct ts_conn *c, const void *p, size_t n)
     conn_io_kick(&c->io);
     if (!c->paused && evbuffer_get_length(out) > c->ts->srv->opt.max_output) {
         c->paused = 1;
-        c->paused_ms = conn_now_ms();
+        c->paused_ms = clock_now_ms();
         tcpstore_reading(c);
         stats_inc(&c->ts->srv->stats, STAT_OUTPUT_PAUSED);
         tcpstore_arm(c);
@@ -178,14 +179,14 @@ static uint64_t tcpstore_deadline(const struct ts_conn *c)
      * second one per store that stays silent unless watchKey is used. */
     if (!c->validated)
         return c->first_rx_ms && o->tcpstore_validate_timeout ? c->first_rx_ms + o->tcpstore_validate_timeout : 0;
-    return conn_sooner(o->idle_timeout ? c->last_rx_ms + o->idle_timeout : 0,
+    return clock_sooner(o->idle_timeout ? c->last_rx_ms + o->idle_timeout : 0,
                        c->partial_ms && o->request_timeout ? c->partial_ms + o->request_timeout : 0);
 }
 
 /* (Re)arm c's timer for its next deadline. */
 static void tcpstore_arm(struct ts_conn *c)
 {
-    conn_timer_at(c->timer, tcpstore_deadline(c));
+    clock_timer_at(c->timer, tcpstore_deadline(c));
 }
 
 /* The timer: deferred free, or a first-request, slow-reader or flush deadline that passed. */
@@ -198,7 +199,7 @@ static void tcpstore_timer_cb(evutil_socket_t fd, short what, void *arg)
     uint64_t at = tcpstore_deadline(c);
     if (c->state == TS_DEAD) {
         tcpstore_free(c);
-    } else if (at > conn_now_ms()) {
+    } else if (at > clock_now_ms()) {
         tcpstore_arm(c);
     } else if (c->state == TS_FLUSHING || c->paused) {
         stats_inc(st, STAT_LIMIT_OUTPUT);
@@ -206,13 +207,13 @@ static void tcpstore_timer_cb(evutil_socket_t fd, short what, void *arg)
     } else if (!c->validated) {
         tcpstore_fail(c, STAT_TS_VALIDATE_TIMEOUT, "first request not complete within %llu ms",
                       (unsigned long long)c->ts->srv->opt.tcpstore_validate_timeout);
-    } else if (c->partial_ms && c->partial_ms + c->ts->srv->opt.request_timeout <= conn_now_ms()) {
+    } else if (c->partial_ms && c->partial_ms + c->ts->srv->opt.request_timeout <= clock_now_ms()) {
         tcpstore_fail(c, STAT_REQUEST_TIMEOUT, "request incomplete for %llu ms",
                       (unsigned long long)c->ts->srv->opt.request_timeout);
     } else if (c->park || c->nwatches || evbuffer_get_length(c->io.out)) {
         /* Silent but waiting on the server (a parked request, or watches: torch's callback
          * connection never sends again), or still taking output: not idle. */
-        c->last_rx_ms = conn_now_ms();
+        c->last_rx_ms = clock_now_ms();
         tcpstore_arm(c);
     } else {
         tcpstore_fail(c, STAT_IDLE_CLOSED, "idle for %llu ms", (unsigned long long)c->ts->srv->opt.idle_timeout);
@@ -250,7 +251,7 @@ static int tcpstore_while_parked(struct ts_conn *c, const struct tscodec_src *sr
 /* Handle the request just decoded and make room for the next. */
 static void tcpstore_request(struct ts_conn *c)
 {
-    c->last_rx_ms = conn_now_ms();
+    c->last_rx_ms = clock_now_ms();
     if (!c->validated) {
         c->validated = 1;
         tcpstore_arm(c);
@@ -278,7 +279,7 @@ static void tcpstore_process(struct ts_conn *c, struct tscodec_src *src)
 {
     size_t want = 1;
     if (!c->first_rx_ms && tscodec_avail(src)) {
-        c->first_rx_ms = conn_now_ms();
+        c->first_rx_ms = clock_now_ms();
         tcpstore_arm(c);
     }
     for (int n = 0;; n++) {
@@ -363,7 +364,7 @@ static void tcpstore_hold_check(struct ts_conn *c)
 static void tcpstore_note_partial(struct ts_conn *c)
 {
     size_t held = c->park ? 0 : evbuffer_get_length(c->io.in) + (c->req.op >= 0);
-    uint64_t partial = conn_partial_since(c->partial_ms, c->last_rx_ms, held);
+    uint64_t partial = conn_io_partial_since(c->partial_ms, c->last_rx_ms, held);
     if (partial != c->partial_ms && tcpstore_live(c)) {
         c->partial_ms = partial;
         tcpstore_arm(c);

@@ -646,13 +646,6 @@ static int t_watch_notify(void *owner, const struct watch *w, enum ks_change wha
 
 static const struct watch_owner_ops t_watch_ops = {.notify = t_watch_notify};
 
-/* The front end's hook: hand every key change to the watches. */
-static void t_watch_changed(struct ns *ns, enum ks_change what, const char *key, size_t klen,
-                            const struct ks_entry *e)
-{
-    watch_fanout(ns, what, key, klen, e);
-}
-
 /* Register prefix for o; the watch id, 0 when refused (status in *st). */
 static uint64_t t_watch(struct t_world *w, struct t_watcher *o, const char *prefix, int *st)
 {
@@ -669,7 +662,6 @@ static void t_watch_fanout(void *unused)
     struct t_watcher a = {0}, b = {0}, c = {0}, d = {0};
     int st;
     t_world_init(&w, 0);
-    w.ns->on_change = t_watch_changed;
     CHECK(core_ns_empty(w.ns));
     uint64_t ia = t_watch(&w, &a, "job/", &st);
     CHECK_EQ(st, MUSTER__STATUS__OK);
@@ -715,7 +707,6 @@ static void t_watch_remove(void *unused)
     struct t_watcher a = {0}, b = {0};
     int st;
     t_world_init(&w, 0);
-    w.ns->on_change = t_watch_changed;
     uint64_t a1 = t_watch(&w, &a, "k", &st);
     uint64_t a2 = t_watch(&w, &a, "k", &st);
     uint64_t b1 = t_watch(&w, &b, "k", &st);

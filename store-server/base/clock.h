@@ -1,0 +1,16 @@
+/* The daemon's one monotonic clock and the arming of libevent timers against it. */
+#ifndef MUSTERD_CLOCK_H
+#define MUSTERD_CLOCK_H
+
+#include <stdint.h>
+
+struct event;
+
+/* Milliseconds on the monotonic clock. */
+uint64_t clock_now_ms(void);
+/* Arm timer to fire at monotonic time at (ms), or disarm it when at is 0. */
+void clock_timer_at(struct event *timer, uint64_t at);
+/* The sooner of two deadlines, where 0 is none. */
+uint64_t clock_sooner(uint64_t a, uint64_t b);
+
+#endif
