@@ -15,7 +15,7 @@
 #include <uthash.h>
 
 #include "core.h"
-#include "muster.pb-c.h"
+#include "status.h"
 #include "stats.h"
 
 struct barrier {
@@ -58,7 +58,7 @@ static void barrier_timeout_cb(void *arg)
 {
     struct barrier_arrival *a = arg;
     stats_inc(a->b->ns->core->stats, STAT_TIMEOUTS);
-    barrier_finish(a, MUSTER__STATUS__TIMEOUT, a->b->round);
+    barrier_finish(a, CORE_TIMEOUT, a->b->round);
 }
 
 /* The barrier called name in ns, created when absent; NULL with *st set. */
@@ -71,11 +71,11 @@ static struct barrier *barrier_get(struct ns *ns, const char *name, size_t nlen,
     /* Barrier names are bounded like keys. */
     if (HASH_COUNT(ns->barriers) >= ns->ks.max_keys) {
         stats_inc(ns->core->stats, STAT_LIMIT_KEYS_PER_NS);
-        *st = MUSTER__STATUS__LIMIT;
+        *st = CORE_LIMIT;
         return NULL;
     }
     if (!(b = calloc(1, sizeof *b + nlen + 1))) {
-        *st = MUSTER__STATUS__INTERNAL;
+        *st = CORE_INTERNAL;
         return NULL;
     }
     memcpy(b->name, name, nlen);
@@ -92,7 +92,7 @@ static void barrier_release(struct barrier *b)
     uint64_t round = b->round++;
     stats_inc(b->ns->core->stats, STAT_BARRIER_ROUNDS);
     while (b->head)
-        barrier_finish(b->head, MUSTER__STATUS__OK, round);
+        barrier_finish(b->head, CORE_OK, round);
 }
 
 /* Arrive at barrier name of ns; see barrier.h. */
@@ -101,17 +101,17 @@ int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count,
                    const char **why)
 {
     size_t flen = fetch ? strlen(fetch) : 0;
-    int st = MUSTER__STATUS__OK;
+    int st = CORE_OK;
     *out = NULL;
     if (count == 0)
-        return *why = "barrier count must be at least 1", MUSTER__STATUS__BAD_REQUEST;
+        return *why = "barrier count must be at least 1", CORE_BAD_REQUEST;
     struct barrier *b = barrier_get(ns, name, nlen, &st);
     if (!b)
         return *why = "cannot create barrier", st;
     if (b->arrived && b->count != count)
-        return *why = "count differs from the other arrivals of this round", MUSTER__STATUS__BAD_REQUEST;
+        return *why = "count differs from the other arrivals of this round", CORE_BAD_REQUEST;
     struct core *core = ns->core;
-    if ((st = core_waiter_take(core, &ns->nwaiters, share)) != MUSTER__STATUS__OK)
+    if ((st = core_waiter_take(core, &ns->nwaiters, share)) != CORE_OK)
         return *why = core_waiter_why(core, &ns->nwaiters, share), st;
     struct barrier_arrival *a = calloc(1, sizeof *a + flen + 1);
     if (a && !(a->timer = core->hooks.timer_new(core->hooks.ctx, barrier_timeout_cb, a))) {
@@ -120,7 +120,7 @@ int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count,
     }
     if (!a) {
         core_waiter_put(core, &ns->nwaiters, share);
-        return *why = "out of memory", MUSTER__STATUS__INTERNAL;
+        return *why = "out of memory", CORE_INTERNAL;
     }
     if (flen)
         memcpy(a->fetch, fetch, flen);
@@ -138,11 +138,11 @@ int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count,
     b->head = a;
     if (b->arrived == count) {
         barrier_release(b);
-        return MUSTER__STATUS__OK;
+        return CORE_OK;
     }
     core->hooks.timer_arm(a->timer, timeout_ms);
     *out = a;
-    return MUSTER__STATUS__OK;
+    return CORE_OK;
 }
 
 /* Take an arrival out of its round without calling done (its owner went away). */
@@ -157,7 +157,7 @@ void barrier_fail_all(struct ns *ns, int status)
     struct barrier *b, *tmp;
     HASH_ITER(hh, ns->barriers, b, tmp) {
         while (b->head) {
-            if (status == MUSTER__STATUS__SHUTTING_DOWN)
+            if (status == CORE_SHUTTING_DOWN)
                 stats_inc(ns->core->stats, STAT_SHUTDOWN_ANSWERED);
             barrier_finish(b->head, status, b->round);
         }

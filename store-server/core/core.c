@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "barrier.h"
-#include "muster.pb-c.h"
+#include "status.h"
 #include "rdzv.h"
 #include "stats.h"
 #include "waiters.h"
@@ -66,14 +66,14 @@ int core_waiter_take(struct core *core, size_t *ns_count, size_t *owner_count)
     int full = core_waiter_full(core, ns_count, owner_count);
     if (full) {
         stats_inc(core->stats, (enum stat_id)full);
-        return MUSTER__STATUS__LIMIT;
+        return CORE_LIMIT;
     }
     core->nwaiters++;
     if (ns_count)
         (*ns_count)++;
     if (owner_count)
         (*owner_count)++;
-    return MUSTER__STATUS__OK;
+    return CORE_OK;
 }
 
 /* Release a slot core_waiter_take reserved with the same counts. */

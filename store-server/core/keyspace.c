@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "muster.pb-c.h"
+#include "status.h"
 #include "stats.h"
 
 /* A value this much smaller than its chunk (and at least half of it) gives the room back. */
@@ -93,18 +93,18 @@ static int ks_check(struct keyspace *ks, const struct ks_entry *e, size_t klen, 
 {
     if (vlen > ks->max_value) {
         stats_inc(ks->stats, STAT_LIMIT_VALUE);
-        return MUSTER__STATUS__LIMIT;
+        return CORE_LIMIT;
     }
     if (!e && ks->count >= ks->max_keys) {
         stats_inc(ks->stats, STAT_LIMIT_KEYS_PER_NS);
-        return MUSTER__STATUS__LIMIT;
+        return CORE_LIMIT;
     }
     uint64_t after = ks->bytes - (e ? e->klen + e->vlen : 0) + klen + vlen;
     if (after > ks->max_bytes) {
         stats_inc(ks->stats, STAT_LIMIT_BYTES_PER_NS);
-        return MUSTER__STATUS__LIMIT;
+        return CORE_LIMIT;
     }
-    return MUSTER__STATUS__OK;
+    return CORE_OK;
 }
 
 /* Whether a write of vlen bytes to key (replacing what is there) fits the namespace limits; wire status. */
@@ -161,14 +161,14 @@ static int ks_store(struct keyspace *ks, uintptr_t *slot, const char *key, size_
         ktable_update(slot, e);
     }
     if (!e)
-        return MUSTER__STATUS__INTERNAL;
+        return CORE_INTERNAL;
     if (len)
         memcpy(ks_val(e) + off, src, len);
     ks->bytes = ks->bytes - e->vlen + off + len;
     e->vlen = (uint32_t)(off + len);
     if (ks->hook)
         ks->hook(ks->hook_arg, KS_SET, e->key, e->klen, e);
-    return MUSTER__STATUS__OK;
+    return CORE_OK;
 }
 
 /* Store val under key; see keyspace.h for ownership. */
@@ -177,7 +177,7 @@ int ks_set(struct keyspace *ks, const char *key, size_t klen, uint8_t *val, size
     /* One lookup serves both the limit check and the write. */
     uintptr_t *slot = ktable_find(&ks->table, key, klen);
     int st = ks_check(ks, slot ? ktable_entry(slot) : NULL, klen, vlen);
-    if (st == MUSTER__STATUS__OK)
+    if (st == CORE_OK)
         st = ks_store(ks, slot, key, klen, 0, val, vlen, 0);
     if (take)
         free(val);
@@ -228,13 +228,13 @@ int ks_add(struct keyspace *ks, const char *key, size_t klen, int64_t delta, int
     const struct ks_entry *e = ks_get(ks, key, klen);
     int64_t cur = 0, sum;
     if (e && ks_parse_int(ks_val(e), e->vlen, &cur) != 0)
-        return MUSTER__STATUS__NOT_A_NUMBER;
+        return CORE_NOT_A_NUMBER;
     if (__builtin_add_overflow(cur, delta, &sum))
-        return MUSTER__STATUS__OVERFLOW;
+        return CORE_OVERFLOW;
     char text[24];
     int n = snprintf(text, sizeof text, "%" PRId64, sum);
     int st = ks_set(ks, key, klen, (uint8_t *)text, (size_t)n, 0);
-    if (st == MUSTER__STATUS__OK)
+    if (st == CORE_OK)
         *out = sum;
     return st;
 }
@@ -246,9 +246,9 @@ int ks_append(struct keyspace *ks, const char *key, size_t klen, const uint8_t *
     const struct ks_entry *old = slot ? ktable_entry(slot) : NULL;
     size_t have = old ? old->vlen : 0;
     int st = ks_check(ks, old, klen, have + vlen);
-    if (st == MUSTER__STATUS__OK)
+    if (st == CORE_OK)
         st = ks_store(ks, slot, key, klen, have, val, vlen, (have + vlen) / 4);
-    if (st == MUSTER__STATUS__OK)
+    if (st == CORE_OK)
         *len = have + vlen;
     return st;
 }
@@ -263,15 +263,15 @@ int ks_compare_set(struct keyspace *ks, const char *key, size_t klen, const uint
     /* Absent key with a non-empty expectation: nothing is written and the
      * answer is `expected` itself, as TCPStore does. */
     if (!cur && elen)
-        return MUSTER__STATUS__OK;
+        return CORE_OK;
     if (cur && (cur->vlen != elen || (elen && memcmp(ks_val(cur), exp, elen) != 0)))
-        return MUSTER__STATUS__OK;
+        return CORE_OK;
     int st = ks_set(ks, key, klen, (uint8_t *)des, dlen, 0);
-    if (st != MUSTER__STATUS__OK)
+    if (st != CORE_OK)
         return st;
     *e = ks_get(ks, key, klen);
     *swapped = 1;
-    return MUSTER__STATUS__OK;
+    return CORE_OK;
 }
 
 /* Number of keys. */

@@ -34,7 +34,7 @@
 
 #include "core.h"
 #include "keys.h"
-#include "muster.pb-c.h"
+#include "status.h"
 #include "stats.h"
 
 struct rdzv;
@@ -137,7 +137,7 @@ static int rdzv_live(const struct rdzv_node *n)
 static void rdzv_publish(struct rdzv *rz, const char *key, const char *val)
 {
     int st = ks_set(&rz->ns->ks, key, strlen(key), (uint8_t *)(uintptr_t)val, strlen(val), 0);
-    if (st != MUSTER__STATUS__OK)
+    if (st != CORE_OK)
         core_log(rdzv_core(rz), CORE_LOG_WARN, "ns '%s': cannot publish %s (status %d)", rz->ns->name, key, st);
 }
 
@@ -309,7 +309,7 @@ static void rdzv_answer(struct rdzv *rz, uint32_t world)
     for (size_t i = 0; i < n; i++) {
         struct rdzv_node *m = rz->members.v[i];
         if (!mv) {
-            rdzv_reply(m, m->join_id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);
+            rdzv_reply(m, m->join_id, CORE_INTERNAL, "out of memory", NULL);
             continue;
         }
         struct rdzv_assignment a = {
@@ -323,7 +323,7 @@ static void rdzv_answer(struct rdzv *rz, uint32_t world)
             .n_members = m->want_members ? n : 0,
             .members = m->want_members ? mv : NULL,
         };
-        rdzv_reply(m, m->join_id, MUSTER__STATUS__OK, NULL, &a);
+        rdzv_reply(m, m->join_id, CORE_OK, NULL, &a);
     }
     free(mv);
 }
@@ -401,7 +401,7 @@ static void rdzv_join_expired(void *arg)
     char msg[128];
     snprintf(msg, sizeof msg, "round did not close in time (%zu of min %u nodes joined)", n->rz->round.n + 1,
              n->rz->min);
-    rdzv_reply(n, id, MUSTER__STATUS__TIMEOUT, msg, NULL);
+    rdzv_reply(n, id, CORE_TIMEOUT, msg, NULL);
     rdzv_round_check(n->rz);
 }
 
@@ -469,9 +469,9 @@ static int rdzv_join_check(const struct rdzv_join_req *j, char *msg, size_t len)
     } else if ((uint64_t)j->local_world_size * j->max_nodes > UINT32_MAX) {
         snprintf(msg, len, "local_world_size * max_nodes exceeds 2^32 ranks");
     } else {
-        return MUSTER__STATUS__OK;
+        return CORE_OK;
     }
-    return MUSTER__STATUS__BAD_REQUEST;
+    return CORE_BAD_REQUEST;
 }
 
 /* Whether some joiner of the open round other than self uses id. */
@@ -496,13 +496,13 @@ static int rdzv_join_fits(const struct rdzv *rz, const struct rdzv_join_req *j, 
     if (rz->round.n > 0 && (j->min_nodes != rz->min || j->max_nodes != rz->max)) {
         snprintf(msg, len, "the open round has min_nodes %u max_nodes %u, this join %u %u", rz->min, rz->max,
                  j->min_nodes, j->max_nodes);
-        return MUSTER__STATUS__CONFLICT;
+        return CORE_CONFLICT;
     }
     if (*j->node_id && rdzv_id_taken(rz, NULL, j->node_id)) {
         snprintf(msg, len, "node_id '%s' has already joined this round", j->node_id);
-        return MUSTER__STATUS__CONFLICT;
+        return CORE_CONFLICT;
     }
-    return MUSTER__STATUS__OK;
+    return CORE_OK;
 }
 
 /* Put node n into the open round with its request id and deadline; a wire status with msg filled. */
@@ -511,7 +511,7 @@ static int rdzv_park(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_
     struct rdzv *rz = n->rz;
     struct core *core = rdzv_core(rz);
     int st = core_waiter_take(core, &rz->ns->nwaiters, n->owner.share);
-    if (st != MUSTER__STATUS__OK) {
+    if (st != CORE_OK) {
         snprintf(msg, len, "%s", core_waiter_why(core, &rz->ns->nwaiters, n->owner.share));
         return st;
     }
@@ -519,7 +519,7 @@ static int rdzv_park(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_
         rdzv_set_del(&rz->round, n);
         core_waiter_put(core, &rz->ns->nwaiters, n->owner.share);
         snprintf(msg, len, "out of memory");
-        return MUSTER__STATUS__INTERNAL;
+        return CORE_INTERNAL;
     }
     stats_inc(core->stats, STAT_RDZV_PARKED_JOINS);
     if (rz->round.n == 1) {
@@ -539,7 +539,7 @@ static int rdzv_park(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_
     HASH_ADD_KEYPTR(hh_round, rz->round_ids, n->id, strlen(n->id), n);
     rdzv_arm(rz, n->join_timer, core_timeout(core, j->timeout_ms));
     rdzv_event(rz, RDZV_EV_JOINED, rz->generation + 1, n->id, strlen(n->id));
-    return MUSTER__STATUS__OK;
+    return CORE_OK;
 }
 
 /* Join ns's next round for owner; the answer comes through reply.  Not OK (msg filled): nothing parked. */
@@ -547,19 +547,19 @@ int rdzv_join(struct ns *ns, const struct rdzv_owner *owner, const struct rdzv_j
               char *msg, size_t len)
 {
     int st = rdzv_join_check(j, msg, len);
-    struct rdzv_node *n = st == MUSTER__STATUS__OK ? rdzv_node_of(ns, owner) : NULL;
-    if (st == MUSTER__STATUS__OK && !n)
-        snprintf(msg, len, "out of memory"), st = MUSTER__STATUS__INTERNAL;
+    struct rdzv_node *n = st == CORE_OK ? rdzv_node_of(ns, owner) : NULL;
+    if (st == CORE_OK && !n)
+        snprintf(msg, len, "out of memory"), st = CORE_INTERNAL;
     if (n && n->joining)
-        snprintf(msg, len, "a join is already pending on this connection"), st = MUSTER__STATUS__BAD_REQUEST;
-    if (st == MUSTER__STATUS__OK)
+        snprintf(msg, len, "a join is already pending on this connection"), st = CORE_BAD_REQUEST;
+    if (st == CORE_OK)
         st = rdzv_join_fits(n->rz, j, msg, len);
-    if (st != MUSTER__STATUS__OK)
+    if (st != CORE_OK)
         return st;
     struct rdzv *rz = n->rz;
     char old_id[RDZV_ID_MAX + 1];
     memcpy(old_id, n->id, sizeof old_id);
-    if ((st = rdzv_park(n, j, id, msg, len)) != MUSTER__STATUS__OK)
+    if ((st = rdzv_park(n, j, id, msg, len)) != CORE_OK)
         return st;
     /* A member joining again wants a new world: its generation ends, and as the node is already
      * in the round, a round closing on that break includes it. */
@@ -569,7 +569,7 @@ int rdzv_join(struct ns *ns, const struct rdzv_owner *owner, const struct rdzv_j
         for (size_t i = 0; i < rz->members.n; i++)
             rdzv_push(rz->members.v[i], RDZV_NODE_WAITING, rz->generation, n->id);
     rdzv_round_check(rz);
-    return MUSTER__STATUS__OK;
+    return CORE_OK;
 }
 
 /* The running generation's last member left finished: it completed, which is not a failure. */
@@ -592,7 +592,7 @@ void rdzv_leave(struct rdzv_node *n, int finished)
     if (n->joining) {
         uint64_t id = n->join_id;
         rdzv_unpark(n);
-        rdzv_reply(n, id, MUSTER__STATUS__NOT_MEMBER, "left before the round closed", NULL);
+        rdzv_reply(n, id, CORE_NOT_MEMBER, "left before the round closed", NULL);
         rdzv_round_check(n->rz);
     }
     if (n->generation)
@@ -612,16 +612,16 @@ int rdzv_heartbeat(struct rdzv_node *n, uint64_t gen, char *msg, size_t len)
 {
     if (!n || n->generation == 0) {
         snprintf(msg, len, "this connection is not a member");
-        return MUSTER__STATUS__NOT_MEMBER;
+        return CORE_NOT_MEMBER;
     }
     if (!rdzv_live(n) || gen != n->generation) {
         snprintf(msg, len, "generation %" PRIu64 " has ended (latest %" PRIu64 ")", gen, n->rz->generation);
-        return MUSTER__STATUS__STALE_GENERATION;
+        return CORE_STALE_GENERATION;
     }
     uint64_t hb = rdzv_core(n->rz)->lim.heartbeat_timeout;
     if (hb)
         rdzv_arm(n->rz, n->hb_timer, hb);
-    return MUSTER__STATUS__OK;
+    return CORE_OK;
 }
 
 /* -------------------------------------------------------------- hooks */
@@ -646,7 +646,7 @@ void rdzv_shutdown(struct ns *ns)
         struct rdzv_node *n = rz->round.v[rz->round.n - 1];
         uint64_t id = n->join_id;
         rdzv_unpark(n);
-        rdzv_reply(n, id, MUSTER__STATUS__SHUTTING_DOWN, "server is shutting down", NULL);
+        rdzv_reply(n, id, CORE_SHUTTING_DOWN, "server is shutting down", NULL);
     }
 }
 

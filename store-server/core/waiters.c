@@ -14,7 +14,7 @@
 #include <uthash.h>
 
 #include "core.h"
-#include "muster.pb-c.h"
+#include "status.h"
 #include "stats.h"
 
 /* A key some waiters are missing, heading their links. */
@@ -131,11 +131,11 @@ static void waiters_timeout_cb(void *arg)
     struct stats *stats = w->ns->core->stats;
     if (waiters_recheck(w) == 0) {
         stats_inc(stats, STAT_WAITS_WOKEN);
-        waiters_complete(w, MUSTER__STATUS__OK);
+        waiters_complete(w, CORE_OK);
         return;
     }
     stats_inc(stats, STAT_TIMEOUTS);
-    waiters_complete(w, MUSTER__STATUS__TIMEOUT);
+    waiters_complete(w, CORE_TIMEOUT);
 }
 
 /* Allocate a waiter with room for n keys of the given lengths, copying them. */
@@ -171,7 +171,7 @@ struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t
                             int kind, int *status)
 {
     struct core *core = ns->core;
-    if ((*status = core_waiter_take(core, &ns->nwaiters, share)) != MUSTER__STATUS__OK)
+    if ((*status = core_waiter_take(core, &ns->nwaiters, share)) != CORE_OK)
         return NULL;
     struct waiter *w = waiters_alloc(keys, klens, n);
     if (w)
@@ -179,7 +179,7 @@ struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t
     if (!w || !w->timer) {
         free(w);
         core_waiter_put(core, &ns->nwaiters, share);
-        *status = MUSTER__STATUS__INTERNAL;
+        *status = CORE_INTERNAL;
         return NULL;
     }
     w->ns = ns;
@@ -217,7 +217,7 @@ static void waiters_wake_cb(void *arg)
         waiters_unqueue(w);
         if (waiters_recheck(w) == 0) {
             stats_inc(core->stats, STAT_WAITS_WOKEN);
-            waiters_complete(w, MUSTER__STATUS__OK);
+            waiters_complete(w, CORE_OK);
         }
     }
 }
@@ -264,8 +264,8 @@ void waiters_fail_all(struct ns *ns, int status)
     while (ns->waiters) {
         struct waiter *w = ns->waiters;
         /* One whose keys all arrived is answered with them, not failed. */
-        int st = (w->queued && waiters_recheck(w) == 0) ? MUSTER__STATUS__OK : status;
-        if (st == MUSTER__STATUS__SHUTTING_DOWN)
+        int st = (w->queued && waiters_recheck(w) == 0) ? CORE_OK : status;
+        if (st == CORE_SHUTTING_DOWN)
             stats_inc(ns->core->stats, STAT_SHUTDOWN_ANSWERED);
         waiters_complete(w, st);
     }

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core.h"
-#include "muster.pb-c.h"
+#include "status.h"
 #include "stats.h"
 
 /* Which share of watches is used up: 0 none, else the counter that counts the trip. */
@@ -50,12 +50,12 @@ struct watch *watch_add(struct ns *ns, const char *prefix, size_t plen, const st
     int full = watch_full(core, owner_count);
     if (full) {
         stats_inc(core->stats, (enum stat_id)full);
-        *status = MUSTER__STATUS__LIMIT;
+        *status = CORE_LIMIT;
         return NULL;
     }
     struct watch *w = calloc(1, sizeof *w + plen + 1);
     if (!w) {
-        *status = MUSTER__STATUS__INTERNAL;
+        *status = CORE_INTERNAL;
         return NULL;
     }
     memcpy(w->prefix, prefix, plen);
@@ -71,7 +71,7 @@ struct watch *watch_add(struct ns *ns, const char *prefix, size_t plen, const st
     if (owner_count)
         (*owner_count)++;
     core->nwatches++;
-    *status = MUSTER__STATUS__OK;
+    *status = CORE_OK;
     return w;
 }
 

@@ -19,7 +19,23 @@
 #include "pbuf.h"
 #include "op_rdzv.h"
 #include "server.h"
+#include "status.h"
 #include "op_watch.h"
+
+/* The core answers with the wire's numbers (core/status.h); a renumbered Status would break here. */
+#define OPS_SAME_STATUS(x) _Static_assert((int)CORE_##x == (int)MUSTER__STATUS__##x, "core status " #x)
+OPS_SAME_STATUS(OK);
+OPS_SAME_STATUS(NOT_FOUND);
+OPS_SAME_STATUS(TIMEOUT);
+OPS_SAME_STATUS(BAD_REQUEST);
+OPS_SAME_STATUS(LIMIT);
+OPS_SAME_STATUS(SHUTTING_DOWN);
+OPS_SAME_STATUS(NOT_A_NUMBER);
+OPS_SAME_STATUS(OVERFLOW);
+OPS_SAME_STATUS(STALE_GENERATION);
+OPS_SAME_STATUS(NOT_MEMBER);
+OPS_SAME_STATUS(CONFLICT);
+OPS_SAME_STATUS(INTERNAL);
 
 #define F_KEY(T, f) {OPC_KEY, offsetof(T, f), 0, #f}
 #define F_PREFIX(T, f) {OPC_PREFIX, offsetof(T, f), 0, #f}
