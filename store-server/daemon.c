@@ -1,10 +1,12 @@
 /*
- * The server context's life: set-up from options, listeners and the port
- * file, signals through the loop, the drain on SIGTERM/SIGINT, and
- * tear-down.  The state's core (core/) gets its hooks here, over this
- * loop (core_event.c), and its limits from the options.
+ * The composition root: the daemon's life from options to exit.  It makes
+ * the shared context (server/), gives the state's core (core/) its hooks
+ * over this loop (core_event.c) and its limits, opens the data directory,
+ * the listeners of both front ends, TLS, HA and metrics, handles signals,
+ * and drains on SIGTERM/SIGINT or when a layer asks (server_drain).  It is
+ * the only code that names every layer; no layer includes it.
  */
-#include "server.h"
+#include "daemon.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -23,6 +25,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "ns.h"
+#include "server.h"
 #include "ops.h"
 #include "ha.h"
 #include "persist.h"
@@ -31,10 +34,12 @@
 #include "tls.h"
 #include "waiters.h"
 
-static const int server_signums[SERVER_NSIGNALS] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
+static const int daemon_signums[SERVER_NSIGNALS] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
+
+static void daemon_drain(struct server *srv, const char *reason);
 
 /* Parse options and set up logging, the loop and tokens; -1 to go on, else an exit status. */
-int server_init(struct server *srv, int argc, char **argv)
+int daemon_init(struct server *srv, int argc, char **argv)
 {
     memset(srv, 0, sizeof *srv);
     int rc = options_parse(&srv->opt, argc, argv);
@@ -54,30 +59,14 @@ int server_init(struct server *srv, int argc, char **argv)
     core_event_hooks(srv->base, &hooks);
     core_init(&srv->core, &hooks, NULL, &srv->stats);
     server_core(srv);
+    srv->drain = daemon_drain;
     if (ns_tokens_load(srv) != 0)
         return EX_CONFIG;
     return -1;
 }
 
-/* Write a port atomically (temp file, then rename) so readers never see half a line; 0 on success. */
-int server_write_port_file(const char *path, uint16_t port)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    FILE *fp = fopen(tmp, "we");
-    if (!fp)
-        return -1;
-    int ok = fprintf(fp, "%u\n", port) > 0;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
-}
-
 /* Signal callback: drain, reopen the log, or dump counters. */
-static void server_signal_cb(evutil_socket_t sig, short what, void *arg)
+static void daemon_signal_cb(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     struct server *srv = arg;
@@ -91,15 +80,15 @@ static void server_signal_cb(evutil_socket_t sig, short what, void *arg)
         log_msg(LOG_WARN, "second %s: exiting without waiting for clients", strsignal((int)sig));
         event_base_loopbreak(srv->base);
     } else {
-        server_drain(srv, sig == SIGINT ? "interrupted" : "terminated");
+        daemon_drain(srv, sig == SIGINT ? "interrupted" : "terminated");
     }
 }
 
 /* Install the loop's signal events; 0 on success. */
-static int server_signals(struct server *srv)
+static int daemon_signals(struct server *srv)
 {
     for (int i = 0; i < SERVER_NSIGNALS; i++) {
-        srv->signals[i] = evsignal_new(srv->base, server_signums[i], server_signal_cb, srv);
+        srv->signals[i] = evsignal_new(srv->base, daemon_signums[i], daemon_signal_cb, srv);
         if (!srv->signals[i] || evsignal_add(srv->signals[i], NULL) != 0)
             return -1;
     }
@@ -107,7 +96,7 @@ static int server_signals(struct server *srv)
 }
 
 /* Bind every listener, write the port file and install signal handlers; 0 or an exit status. */
-int server_start(struct server *srv)
+int daemon_start(struct server *srv)
 {
     const struct strlist *l = &srv->opt.listen;
     int prc = persist_open(srv); /* recovery comes before any listener opens */
@@ -132,7 +121,7 @@ int server_start(struct server *srv)
         log_msg(LOG_ERROR, "cannot start the namespace sweep");
         return EX_OSERR;
     }
-    if (server_signals(srv) != 0) {
+    if (daemon_signals(srv) != 0) {
         log_msg(LOG_ERROR, "cannot install signal handlers");
         return EX_OSERR;
     }
@@ -145,7 +134,7 @@ int server_start(struct server *srv)
 }
 
 /* Run the loop until drained; returns the exit status. */
-int server_run(struct server *srv)
+int daemon_run(struct server *srv)
 {
     if (event_base_dispatch(srv->base) < 0) {
         log_msg(LOG_ERROR, "event loop failed");
@@ -157,7 +146,7 @@ int server_run(struct server *srv)
 }
 
 /* Fail every parked request of one namespace with SHUTTING_DOWN. */
-static void server_drain_ns(struct ns *ns, void *arg)
+static void daemon_drain_ns(struct ns *ns, void *arg)
 {
     (void)arg;
     waiters_fail_all(ns, MUSTER__STATUS__SHUTTING_DOWN);
@@ -166,7 +155,7 @@ static void server_drain_ns(struct ns *ns, void *arg)
 }
 
 /* The drain deadline: stop waiting for slow clients. */
-static void server_drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void daemon_drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
@@ -176,7 +165,7 @@ static void server_drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Start draining: stop accepting, fail parked requests SHUTTING_DOWN, tell and flush every client. */
-void server_drain(struct server *srv, const char *reason)
+static void daemon_drain(struct server *srv, const char *reason)
 {
     if (srv->draining)
         return;
@@ -188,7 +177,7 @@ void server_drain(struct server *srv, const char *reason)
         srv->listeners[i] = NULL;
     }
     srv->nlisteners = 0;
-    ns_each(srv, server_drain_ns, NULL);
+    ns_each(srv, daemon_drain_ns, NULL);
     tcpstore_drain(srv);
     tls_drain(srv);
     Muster__ShutdownEvent se = MUSTER__SHUTDOWN_EVENT__INIT;
@@ -203,21 +192,14 @@ void server_drain(struct server *srv, const char *reason)
     }
     uint64_t ms = srv->opt.drain_timeout;
     struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    srv->drain_timer = evtimer_new(srv->base, server_drain_timeout_cb, srv);
+    srv->drain_timer = evtimer_new(srv->base, daemon_drain_timeout_cb, srv);
     if (srv->drain_timer)
         evtimer_add(srv->drain_timer, &tv);
     server_conn_gone(srv);
 }
 
-/* Called when a connection is freed; ends the loop once a drain has no connections left. */
-void server_conn_gone(struct server *srv)
-{
-    if (srv->draining && !srv->conns && tcpstore_nconns(srv) == 0)
-        event_base_loopbreak(srv->base);
-}
-
-/* Free everything server_init and server_start made (safe after a partial init). */
-void server_fini(struct server *srv)
+/* Free everything daemon_init and daemon_start made (safe after a partial init). */
+void daemon_fini(struct server *srv)
 {
     conn_free_all(srv);
     metrics_stop(srv);
@@ -239,22 +221,4 @@ void server_fini(struct server *srv)
         event_base_free(srv->base);
     options_free(&srv->opt);
     log_close();
-}
-
-/* The state's core with its limits and counters taken from the options. */
-struct core *server_core(struct server *srv)
-{
-    const struct options *o = &srv->opt;
-    srv->core.stats = &srv->stats;
-    srv->core.lim = (struct core_limits){
-        .wait_timeout = o->wait_timeout,
-        .max_wait_timeout = o->max_wait_timeout,
-        .max_waiters = o->max_waiters,
-        .max_waiters_per_ns = o->max_waiters_per_ns,
-        .max_waiters_per_conn = o->max_waiters_per_conn,
-        .heartbeat_timeout = o->heartbeat_timeout,
-        .max_watches = o->max_watches,
-        .max_watches_per_conn = o->max_watches_per_conn,
-    };
-    return &srv->core;
 }

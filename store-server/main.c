@@ -7,6 +7,7 @@
 #include "listener.h"
 #include "log.h"
 #include "notify.h"
+#include "daemon.h"
 #include "server.h"
 #include "tls.h"
 
@@ -34,13 +35,13 @@ static void main_startup_line(const struct server *srv)
 int main(int argc, char **argv)
 {
     struct server srv;
-    int rc = server_init(&srv, argc, argv);
-    if (rc < 0 && (rc = server_start(&srv)) == 0) {
+    int rc = daemon_init(&srv, argc, argv);
+    if (rc < 0 && (rc = daemon_start(&srv)) == 0) {
         main_startup_line(&srv);
         notify_ready(&srv);
-        rc = server_run(&srv);
+        rc = daemon_run(&srv);
     }
     notify_fini(&srv);
-    server_fini(&srv);
+    daemon_fini(&srv);
     return rc;
 }

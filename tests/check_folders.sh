@@ -5,7 +5,9 @@
 # every cycle between two folders.  Headers are named bare (the build puts every folder on the
 # include path), so a name is looked up among store-server's files; one found nowhere there is
 # left out (a system or generated header).
-# It asserts one rule and exits 1 when it breaks: core/ includes nothing outside core/ and proto/.
+# It asserts two rules and exits 1 when one breaks: no two folders reach each other through their
+# includes (the layers form a line, README.md's Layout), and core/ includes nothing outside core/ and
+# proto/.
 # Usage: check_folders.sh [SOURCE_ROOT]
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 srv=$root/store-server
@@ -63,9 +65,19 @@ END {
         if (e[a " " k] && e[k " " b]) e[a " " b] = 1
     for (a in n) for (b in n)
         if (a < b && e[a " " b] && e[b " " a]) print "  " a " ~ " b
-}' "$edges" | sort
+}' "$edges" | sort >"$tab"
+if [ -s "$tab" ]; then
+    cat "$tab"
+    ncyc=$((ncyc + 1))
+else
+    echo "  none"
+fi
 
 bad=0
+if [ "$ncyc" -ne 0 ]; then
+    echo "folders include each other in a cycle (see above)" >&2
+    bad=1
+fi
 if awk '$1 == "core" && $2 != "proto" { print $3 " includes " $4 " (" $2 "/)"; found = 1 }
         END { exit !found }' "$edges" >&2; then
     echo "core/ includes a header outside core/ and proto/" >&2

@@ -20,14 +20,14 @@ struct server;
 struct watch;
 struct source;
 
-/* Log levels of the log hook: the numbers of log.h's (server.c checks they agree). */
+/* Log levels of the log hook: the numbers of log.h's (core_event.c checks they agree). */
 enum core_log_level { CORE_LOG_ERROR = 0, CORE_LOG_WARN = 1, CORE_LOG_INFO = 2, CORE_LOG_DEBUG = 3 };
 
 /* A timer's (or a deferred call's) callback. */
 typedef void (*core_timer_fn)(void *arg);
 
 /* How the state reaches the outside world: timers, the clocks and the log.  The daemon fills them with an
- * adapter over its event loop (server.c); tests with a fake clock. */
+ * adapter over its event loop (base/core_event.c); tests with a fake clock. */
 struct core_hooks {
     void *ctx;
     /* A new disarmed timer calling fn(arg); NULL when memory ran out. */

@@ -264,7 +264,9 @@ uint64_t conn_io_partial_since(uint64_t partial_ms, uint64_t last_done_ms, size_
     return partial_ms;
 }
 
-/* Release io and close its socket. */
+static void conn_io_free_plain(struct conn_io *io);
+
+/* Release io and close its socket; a drain ends when the last connection's goes (server_conn_gone). */
 void conn_io_free(struct conn_io *io)
 {
     if (io->prev_io)
@@ -280,8 +282,16 @@ void conn_io_free(struct conn_io *io)
         event_free(io->cev);
     if (io->bev) {
         bufferevent_free(io->bev);
-        return;
+    } else {
+        conn_io_free_plain(io);
     }
+    if (io->srv)
+        server_conn_gone(io->srv);
+}
+
+/* Free a plain connection's events and buffers and close its socket. */
+static void conn_io_free_plain(struct conn_io *io)
+{
     if (io->rev)
         event_free(io->rev);
     if (io->wev)

@@ -238,7 +238,6 @@ static void conn_free(struct conn *c)
     conn_io_free(&c->io);
     event_free(c->timer);
     free(c);
-    server_conn_gone(srv);
 }
 
 /* Free every connection at once, without replies (at exit). */

@@ -1,4 +1,5 @@
-/* The daemon's one context: event loop, options, listeners, namespaces, connections, counters. */
+/* The daemon's one context, which every layer reads: event loop, options, counters, the core, namespaces,
+ * connections and each layer's own part (opaque here); the root (daemon.c) fills it. */
 #ifndef MUSTERD_SERVER_H
 #define MUSTERD_SERVER_H
 
@@ -47,22 +48,18 @@ struct server {
     struct ha *ha;             /* high availability (ha.c), NULL when off */
     struct records records;    /* the live state as records (records.c) */
     struct core core;          /* the state's hooks, limits, parked-request budget and record sink (core/) */
+    /* Start draining (daemon.c): what server_drain calls, so a layer can stop the daemon without naming
+     * the layers a drain touches. */
+    void (*drain)(struct server *srv, const char *reason);
 };
 
-/* Parse options and set up logging, the loop and tokens; -1 to go on, else an exit status. */
-int server_init(struct server *srv, int argc, char **argv);
-/* Bind every listener, write the port file and install signal handlers; 0 or an exit status. */
-int server_start(struct server *srv);
-/* Run the loop until drained; returns the exit status. */
-int server_run(struct server *srv);
-/* Start draining: stop accepting, fail parked requests SHUTTING_DOWN, tell and flush every client. */
+/* Start draining (a layer that cannot go on: the data directory failed): stop accepting, fail parked
+ * requests SHUTTING_DOWN, tell and flush every client, exit once they are gone. */
 void server_drain(struct server *srv, const char *reason);
-/* Called when a connection is freed; ends the loop once a drain has no connections left. */
+/* A connection's I/O was freed (conn_io.c); ends the loop once a drain has no connections left. */
 void server_conn_gone(struct server *srv);
-/* Free everything server_init and server_start made (safe after a partial init). */
-void server_fini(struct server *srv);
 /* The state's core with its limits and counters taken from the options (tests make a server without
- * server_init; the hooks are filled by server_init). */
+ * daemon_init; the hooks are filled by daemon_init). */
 struct core *server_core(struct server *srv);
 /* Write a port atomically (temp file, then rename) so readers never see half a line; 0 on success. */
 int server_write_port_file(const char *path, uint16_t port);

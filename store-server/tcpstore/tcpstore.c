@@ -36,7 +36,6 @@
 #include <sysexits.h>
 #include <unistd.h>
 
-#include "conn.h"
 #include "listener.h"
 #include "clock.h"
 #include "log.h"
@@ -162,7 +161,6 @@ static void tcpstore_free(struct ts_conn *c)
     conn_io_free(&c->io);
     event_free(c->timer);
     free(c);
-    server_conn_gone(srv);
 }
 
 /* The next deadline of c in monotonic ms, or 0 for none. */
@@ -589,12 +587,6 @@ void tcpstore_drain(struct server *srv)
     ts->listener = NULL;
     for (struct ts_conn *c = ts->conns; c; c = c->next)
         tcpstore_finish(c);
-}
-
-/* Open TCPStore connections (the drain ends when the native ones and these are gone). */
-size_t tcpstore_nconns(const struct server *srv)
-{
-    return srv->tcpstore ? srv->tcpstore->nconns : 0;
 }
 
 /* Free the front end and every connection it holds (at exit); safe when it never started. */

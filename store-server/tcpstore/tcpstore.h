@@ -13,8 +13,6 @@ int tcpstore_start(struct server *srv);
 void tcpstore_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen);
 /* Stop accepting, flush every TCPStore connection and close it (part of the server's drain). */
 void tcpstore_drain(struct server *srv);
-/* Open TCPStore connections (the drain ends when the native ones and these are gone). */
-size_t tcpstore_nconns(const struct server *srv);
 /* Free the front end and every connection it holds (at exit); safe when it never started. */
 void tcpstore_fini(struct server *srv);
 

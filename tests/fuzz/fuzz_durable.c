@@ -42,6 +42,7 @@
 #include "precord.h"
 #include "rdzv.h"
 #include "recover.h"
+#include "daemon.h"
 #include "server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -324,7 +325,7 @@ static void df_server(struct server *srv, int repair, int with_dir)
     char *argv[] = {"musterd-fuzz", "--log-file", "/dev/null", "--log-level", "error", "--fsync", "never",
                     "--data-dir", df_dir, "--repair-log", NULL};
     int argc = with_dir ? 9 + repair : 7;
-    if (server_init(srv, argc, argv) != -1)
+    if (daemon_init(srv, argc, argv) != -1)
         abort();
 }
 
@@ -353,14 +354,14 @@ static void df_round_trip(int repair, struct df_digest want)
         event_base_loop(srv.base, EVLOOP_NONBLOCK);
         nanosleep(&ts, NULL);
     }
-    server_fini(&srv);
+    daemon_fini(&srv);
     df_server(&srv, 0, 0);
     if (recover_dir(&srv, df_dir, 0, &span) != 0)
         abort(); /* what a start and a compaction left is whole */
     got = df_state(&srv);
     if (got.sum != want.sum || got.keys != want.keys)
         abort();
-    server_fini(&srv);
+    daemon_fini(&srv);
 }
 
 /* Recover one input's directory and check the outcome. */
@@ -382,10 +383,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == 0) {
         struct df_digest d = df_state(&srv);
         df_check_accepted(&in, &span, have_man, &man);
-        server_fini(&srv);
+        daemon_fini(&srv);
         df_round_trip(in.repair, d);
     } else {
-        server_fini(&srv);
+        daemon_fini(&srv);
     }
     free(in.owned);
     return 0;

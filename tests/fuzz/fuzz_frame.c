@@ -17,6 +17,7 @@
 
 #include "conn.h"
 #include "frame.h"
+#include "daemon.h"
 #include "server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -86,7 +87,7 @@ static void fuzz_frame_exchange(struct server *srv, int fd, const uint8_t *buf, 
 static int fuzz_frame_server(struct server *srv)
 {
     char *argv[] = {"musterd-fuzz", "--log-level", "error", NULL};
-    return server_init(srv, 3, argv) == -1 ? 0 : -1;
+    return daemon_init(srv, 3, argv) == -1 ? 0 : -1;
 }
 
 /* Send one body through a fresh server and check nothing outlives the connection. */
@@ -110,7 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Closing the client must end its connection and everything it parked or watched. */
     if (srv.conns || srv.nconns || srv.core.nwaiters || srv.core.nwatches)
         abort();
-    server_fini(&srv);
+    daemon_fini(&srv);
     free(buf);
     return 0;
 }

@@ -30,7 +30,7 @@ void fz_init(struct fz_net *f, int argc, char **argv, fz_accept_fn accept)
     for (int i = 0; i < FZ_CONNS; i++)
         f->c[i].fd = -1;
     f->accept = accept;
-    if (server_init(&f->srv, argc, argv) != -1)
+    if (daemon_init(&f->srv, argc, argv) != -1)
         abort();
 }
 
@@ -164,5 +164,5 @@ void fz_fini(struct fz_net *f)
         free(f->c[i].in);
         f->c[i].in = NULL;
     }
-    server_fini(&f->srv);
+    daemon_fini(&f->srv);
 }

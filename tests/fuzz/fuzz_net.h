@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "daemon.h"
 #include "server.h"
 
 /* Client connections one input may hold open at once. */

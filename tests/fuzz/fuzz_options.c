@@ -1,8 +1,8 @@
 /*
  * libFuzzer target for musterd's configuration: the options table
- * (store-server/options.c, with the same rows as the release build), the
+ * (store-server/server/options.c, with the same rows as the release build), the
  * MUSTER_* environment twins, and the --token / --token-file pairs
- * (store-server/ns.c).
+ * (store-server/server/ns.c).
  *
  * An input is text in up to three sections separated by lines holding
  * only "%": argv entries, one a line; environment entries NAME=VALUE (only

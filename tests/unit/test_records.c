@@ -1,5 +1,5 @@
 /*
- * Unit tests of the record interface (store-server/records.c), with state
+ * Unit tests of the record interface (store-server/server/records.c), with state
  * made in-process and no daemon: records applied to the live namespaces
  * and dumped back, the same through a private image (what compaction
  * rebuilds), the origin the sink is told, clearing, refusals, and the byte
