@@ -30,6 +30,7 @@
 #include <muster/muster.h>
 
 #include "conn_io.h"
+#include "conn_life.h"
 #include "clock.h"
 #include "log.h"
 #include "ns.h"
@@ -44,24 +45,13 @@
 
 /* Frames handled per read callback before yielding to other connections. */
 #define CONN_BATCH 64
-/* How long a closing connection waits for the peer's EOF after its last frame. */
-#define CONN_LINGER_MS 1000
 /* Connections being refused at once; beyond this, refusals are silent closes. */
 #define CONN_MAX_REFUSING 1024
-
-static void conn_arm(struct conn *c);
 
 /* Whether frames can still be sent to c. */
 int conn_live(const struct conn *c)
 {
-    return c->state <= CONN_OPEN;
-}
-
-/* Enter a state and note when. */
-static void conn_set_state(struct conn *c, enum conn_state s)
-{
-    c->state = s;
-    c->state_ms = clock_now_ms();
+    return conn_life_live(&c->life);
 }
 
 /* Pack one ServerFrame of body bytes straight into the output buffer's free space; 0 on success. */
@@ -70,7 +60,7 @@ static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t 
     if (!conn_live(c))
         return -1;
     /* With --data-dir, a frame waits while logged state is not durable yet. */
-    struct evbuffer *out = persist_output(c->srv, &c->io.hold, c->io.bev);
+    struct evbuffer *out = persist_output(c->srv, &c->life.io.hold, c->life.io.bev);
     struct evbuffer_iovec v;
     if (body > UINT32_MAX || evbuffer_reserve_space(out, FRAME_HDR + body, &v, 1) != 1) {
         conn_close(c, "cannot buffer output");
@@ -80,17 +70,9 @@ static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t 
     protobuf_c_message_pack(&f->base, (uint8_t *)v.iov_base + FRAME_HDR);
     v.iov_len = FRAME_HDR + body;
     evbuffer_commit_space(out, &v, 1);
-    conn_io_kick(&c->io);
     stats_inc(&c->srv->stats, STAT_FRAMES_OUT);
     stats_add(&c->srv->stats, STAT_BYTES_OUT, FRAME_HDR + body);
-    if (!c->paused && evbuffer_get_length(out) > c->srv->opt.max_output) {
-        /* Backpressure: a client that does not read its replies stops being read. */
-        c->paused = 1;
-        c->paused_ms = clock_now_ms();
-        conn_io_reading(&c->io, 0);
-        stats_inc(&c->srv->stats, STAT_OUTPUT_PAUSED);
-        conn_arm(c);
-    }
+    conn_life_sent(&c->life, out);
     return 0;
 }
 
@@ -142,8 +124,8 @@ void conn_replyf(struct conn *c, uint64_t id, int status, const char *fmt, ...)
 /* Bytes queued for c and not yet written: the socket's output buffer plus frames held for the log. */
 size_t conn_output_len(const struct conn *c)
 {
-    size_t n = evbuffer_get_length(c->io.out);
-    return c->io.hold.held ? n + evbuffer_get_length(c->io.hold.held) : n;
+    size_t n = evbuffer_get_length(c->life.io.out);
+    return c->life.io.hold.held ? n + evbuffer_get_length(c->life.io.hold.held) : n;
 }
 
 /* Push a server event (no request id). */
@@ -159,12 +141,7 @@ void conn_push_event(struct conn *c, const Muster__Event *ev)
 /* Stop reading, flush what is queued, then close (used by the drain). */
 void conn_finish(struct conn *c)
 {
-    if (!conn_live(c))
-        return;
-    conn_set_state(c, CONN_FLUSHING);
-    conn_io_reading(&c->io, 1); /* input is discarded from now on */
-    conn_io_finish(&c->io);
-    conn_arm(c);
+    conn_life_finish(&c->life);
 }
 
 /* Send ServerFrame{error{status, msg}}, then close once it is flushed. */
@@ -175,7 +152,7 @@ void conn_fail(struct conn *c, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    log_msg(LOG_INFO, "conn %llu %s: closing: %s", (unsigned long long)c->session_id, conn_peer(c), msg);
+    log_msg(LOG_INFO, "conn %llu %s: closing: %s", (unsigned long long)c->life.id, conn_peer(c), msg);
     Muster__ProtocolError e = MUSTER__PROTOCOL_ERROR__INIT;
     e.status = (Muster__Status)status;
     e.message = msg;
@@ -189,13 +166,7 @@ void conn_fail(struct conn *c, int status, const char *fmt, ...)
 /* Close at once (freed on the next loop turn); parked requests are cancelled without replies. */
 void conn_close(struct conn *c, const char *why)
 {
-    if (c->state == CONN_DEAD)
-        return;
-    if (log_enabled(LOG_DEBUG))
-        log_msg(LOG_DEBUG, "conn %llu %s: closed: %s", (unsigned long long)c->session_id, conn_peer(c), why);
-    conn_set_state(c, CONN_DEAD);
-    conn_io_stop(&c->io);
-    event_active(c->timer, EV_TIMEOUT, 0);
+    conn_life_close(&c->life, why);
 }
 
 /* Cancel every parked request of c without replying. */
@@ -212,16 +183,28 @@ static void conn_cancel_pending(struct conn *c)
     }
 }
 
-/* Release everything c holds and tell the subsystems it is gone. */
-static void conn_free(struct conn *c)
+/* A connection left its namespace (the namespace's idle time starts when the last one goes). */
+static void conn_ns_left(struct conn *c)
 {
-    struct server *srv = c->srv;
-    conn_cancel_pending(c);
-    persist_hold_drop(srv, &c->io.hold);
-    op_rdzv_conn_closed(c); /* the rendezvous hook: a member's connection is its session */
-    watch_conn_closed(c);
     if (c->ns)
         ns_conn_left(c->ns);
+}
+
+/* The close hooks: what each subsystem lets go of when a connection goes, in order. */
+static void (*const conn_close_hooks[])(struct conn *c) = {
+    conn_cancel_pending, /* parked requests: cancelled without replies */
+    op_rdzv_conn_closed, /* a member's connection is its session */
+    watch_conn_closed,
+    conn_ns_left,
+};
+
+/* The release hook: run the close hooks, uncount and unlink c, free it. */
+static void conn_free(struct conn_life *l)
+{
+    struct conn *c = (struct conn *)l;
+    struct server *srv = c->srv;
+    for (size_t i = 0; i < sizeof conn_close_hooks / sizeof conn_close_hooks[0]; i++)
+        conn_close_hooks[i](c);
     if (c->admitted) {
         srv->nconns--;
         srv->stats.c[STAT_CONN_CURRENT]--;
@@ -235,8 +218,7 @@ static void conn_free(struct conn *c)
         srv->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    conn_io_free(&c->io);
-    event_free(c->timer);
+    conn_life_fini(&c->life);
     free(c);
 }
 
@@ -244,7 +226,7 @@ static void conn_free(struct conn *c)
 void conn_free_all(struct server *srv)
 {
     while (srv->conns)
-        conn_free(srv->conns);
+        conn_free(&srv->conns->life);
 }
 
 /* Park request id with a cancel callback; -1 when the id is already pending or memory ran out. */
@@ -281,74 +263,38 @@ int conn_pending_has(const struct conn *c, uint64_t id)
     return p != NULL;
 }
 
-/* The next deadline of c's timer in monotonic ms, or 0 for none. */
-static uint64_t conn_deadline(const struct conn *c)
+/* A deadline of c passed: the hello's, an incomplete frame's, or the idle one. */
+static void conn_expired(struct conn_life *l, enum life_expiry why)
 {
-    const struct options *o = &c->srv->opt;
-    switch (c->state) {
-    case CONN_HELLO:
-        return c->born_ms + o->hello_timeout;
-    case CONN_OPEN:
-        if (c->paused)
-            return c->paused_ms + o->slow_timeout;
-        return clock_sooner(o->idle_timeout ? c->last_rx_ms + o->idle_timeout : 0,
-                           c->partial_ms && o->request_timeout ? c->partial_ms + o->request_timeout : 0);
-    case CONN_FLUSHING:
-        return c->state_ms + (c->srv->draining ? o->drain_timeout : o->slow_timeout);
-    case CONN_LINGER:
-        return c->state_ms + (c->srv->draining ? CONN_LINGER_MS / 5 : CONN_LINGER_MS);
-    case CONN_DEAD:
-        return 0;
-    }
-    return 0;
-}
-
-/* (Re)arm c's timer for its next deadline. */
-static void conn_arm(struct conn *c)
-{
-    clock_timer_at(c->timer, conn_deadline(c));
-}
-
-/* The timer: deferred free, or a hello/idle/slow/flush/linger deadline that passed. */
-static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct conn *c = arg;
+    struct conn *c = (struct conn *)l;
     struct server *srv = c->srv;
-    uint64_t at = conn_deadline(c);
-    if (c->state == CONN_DEAD || c->state == CONN_LINGER) {
-        conn_free(c);
-    } else if (!at) {
-        return; /* nothing is due any more */
-    } else if (at > clock_now_ms()) {
-        conn_arm(c); /* an idle deadline moved on with traffic */
-    } else if (c->state == CONN_FLUSHING || c->paused) {
-        stats_inc(&srv->stats, STAT_LIMIT_OUTPUT);
-        log_msg(LOG_WARN, "conn %llu %s: closed: output not read within the timeout",
-                (unsigned long long)c->session_id, conn_peer(c));
-        conn_close(c, "slow reader");
-    } else if (c->state == CONN_HELLO) {
+    if (why == LIFE_EXP_GREETING) {
         stats_inc(&srv->stats, STAT_HELLO_TIMEOUT);
         /* A TLS handshake that never finished cannot carry the error frame: the hello timeout bounds it. */
-        if (c->io.bev && !c->io.got_input)
+        if (l->io.bev && !l->io.got_input)
             conn_close(c, "TLS handshake not finished within the hello timeout");
         else
             conn_fail(c, MUSTER__STATUS__TIMEOUT, "no hello within %llu ms",
                       (unsigned long long)srv->opt.hello_timeout);
-    } else if (c->partial_ms && srv->opt.request_timeout && c->partial_ms + srv->opt.request_timeout <= clock_now_ms()) {
+    } else if (why == LIFE_EXP_REQUEST) {
         stats_inc(&srv->stats, STAT_REQUEST_TIMEOUT);
         conn_fail(c, MUSTER__STATUS__TIMEOUT, "frame incomplete for %llu ms",
                   (unsigned long long)srv->opt.request_timeout);
-    } else if (c->pending || c->rdzv || evbuffer_get_length(c->io.out)) {
-        /* Silent but waiting on the server, or still taking output: not idle. */
-        c->last_rx_ms = clock_now_ms();
-        conn_arm(c);
     } else {
         stats_inc(&srv->stats, STAT_IDLE_CLOSED);
         conn_fail(c, MUSTER__STATUS__TIMEOUT, "idle for %llu ms", (unsigned long long)srv->opt.idle_timeout);
     }
 }
+
+/* Whether silent c waits on the server: a parked request, or a rendezvous membership. */
+static int conn_waiting(const struct conn_life *l)
+{
+    const struct conn *c = (const struct conn *)l;
+    return c->pending || c->rdzv;
+}
+
+/* The native front end's answers to the connection life. */
+static const struct life_ops conn_life_ops = {"conn", conn_expired, conn_waiting, conn_free};
 
 /* Check a hello's token for namespace name; 1 when it may go on, else 0 after refusing the hello.
  *
@@ -361,7 +307,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 static int conn_token_ok(struct conn *c, const char *name, const char *token)
 {
     struct server *srv = c->srv;
-    const struct sockaddr *sa = (const struct sockaddr *)&c->addr;
+    const struct sockaddr *sa = (const struct sockaddr *)&c->life.addr;
     if (!ns_configured(srv, name))
         return 1;
     uint64_t wait = source_hello_wait(srv, sa);
@@ -402,18 +348,17 @@ static void conn_hello(struct conn *c, const Muster__Hello *h)
         conn_fail(c, MUSTER__STATUS__UNAUTHENTICATED, "namespace '%s' is not configured on this server", name);
     } else if (!conn_token_ok(c, name, h->token)) {
         /* conn_token_ok answered */
-    } else if (!(ns = ns_open(srv, name, (const struct sockaddr *)&c->addr, &st))) {
+    } else if (!(ns = ns_open(srv, name, (const struct sockaddr *)&c->life.addr, &st))) {
         conn_fail(c, st, "cannot open namespace '%s'%s", name,
                   st == MUSTER__STATUS__LIMIT ? ": namespace limit reached (server or this address)" : "");
     } else {
         c->ns = ns;
         ns->nconns++;
         snprintf(c->name, sizeof c->name, "%s", h->client_name ? h->client_name : "");
-        conn_set_state(c, CONN_OPEN);
-        conn_arm(c);
+        conn_life_greeted(&c->life);
         stats_inc(&srv->stats, STAT_HELLO_OK);
         if (log_enabled(LOG_DEBUG))
-            log_msg(LOG_DEBUG, "conn %llu %s: hello ns '%s' client '%s'", (unsigned long long)c->session_id,
+            log_msg(LOG_DEBUG, "conn %llu %s: hello ns '%s' client '%s'", (unsigned long long)c->life.id,
                     conn_peer(c), ns->name, c->name);
         Muster__Limits lim = MUSTER__LIMITS__INIT;
         lim.max_frame = (uint32_t)o->max_frame;
@@ -426,7 +371,7 @@ static void conn_hello(struct conn *c, const Muster__Hello *h)
         r.server_version = MUSTER_VERSION;
         r.protocol_version = MUSTER_PROTOCOL_VERSION;
         r.limits = &lim;
-        r.session_id = c->session_id;
+        r.session_id = c->life.id;
         Muster__ServerFrame f = MUSTER__SERVER_FRAME__INIT;
         f.frame_case = MUSTER__SERVER_FRAME__FRAME_HELLO_REPLY;
         f.hello_reply = &r;
@@ -439,7 +384,7 @@ static void conn_frame(struct conn *c, const uint8_t *body, uint32_t len)
 {
     struct stats *st = &c->srv->stats;
     Muster__ClientFrame *f = muster__client_frame__unpack(NULL, len, body);
-    c->last_rx_ms = clock_now_ms();
+    c->life.last_rx_ms = clock_now_ms();
     stats_inc(st, STAT_FRAMES_IN);
     stats_add(st, STAT_BYTES_IN, FRAME_HDR + len);
     if (!f) {
@@ -471,7 +416,7 @@ static void conn_frame(struct conn *c, const uint8_t *body, uint32_t len)
 static int conn_check_len(struct conn *c, uint32_t len)
 {
     struct server *srv = c->srv;
-    int pre = c->state == CONN_HELLO;
+    int pre = c->life.greeting;
     uint64_t limit = pre ? srv->opt.pre_hello_max_frame : srv->opt.max_frame;
     if (len == 0) {
         stats_inc(&srv->stats, STAT_BAD_FRAME);
@@ -490,18 +435,18 @@ static int conn_check_len(struct conn *c, uint32_t len)
 /* Handle every complete frame in the input buffer (a batch at a time), then wait for the next one. */
 static void conn_process(struct conn *c)
 {
-    struct evbuffer *in = c->io.in;
+    struct evbuffer *in = c->life.io.in;
     size_t want = FRAME_HDR;
     for (int n = 0;; n++) {
-        if (!conn_live(c) || c->paused)
+        if (!conn_live(c) || c->life.paused)
             return;
         size_t avail = evbuffer_get_length(in);
         if (avail < FRAME_HDR)
             break;
         if (n == CONN_BATCH) {
             /* Fairness: let other connections run, come back on a later turn. */
-            conn_io_want(&c->io, FRAME_HDR);
-            conn_io_again(&c->io);
+            conn_io_want(&c->life.io, FRAME_HDR);
+            conn_io_again(&c->life.io);
             return;
         }
         uint8_t hdr[FRAME_HDR];
@@ -521,7 +466,7 @@ static void conn_process(struct conn *c)
         conn_frame(c, p + FRAME_HDR, len);
         evbuffer_drain(in, FRAME_HDR + len);
     }
-    conn_io_want(&c->io, want);
+    conn_io_want(&c->life.io, want);
 }
 
 /* Handle the whole frames at the start of buf (n bytes, read with nothing buffered before them)
@@ -530,7 +475,7 @@ static void conn_process_direct(struct conn *c, const uint8_t *buf, size_t n)
 {
     size_t off = 0;
     int k = 0;
-    for (; k < CONN_BATCH && conn_live(c) && !c->paused && n - off >= FRAME_HDR; k++) {
+    for (; k < CONN_BATCH && conn_live(c) && !c->life.paused && n - off >= FRAME_HDR; k++) {
         uint32_t len = frame_len(buf + off);
         if (conn_check_len(c, len) != 0)
             return;
@@ -539,7 +484,7 @@ static void conn_process_direct(struct conn *c, const uint8_t *buf, size_t n)
         conn_frame(c, buf + off + FRAME_HDR, len);
         off += FRAME_HDR + (size_t)len;
     }
-    if (off < n && evbuffer_add(c->io.in, buf + off, n - off) != 0) {
+    if (off < n && evbuffer_add(c->life.io.in, buf + off, n - off) != 0) {
         conn_close(c, "out of memory");
         return;
     }
@@ -547,14 +492,14 @@ static void conn_process_direct(struct conn *c, const uint8_t *buf, size_t n)
         conn_process(c); /* no whole frame is left: this sets the next want */
         return;
     }
-    conn_io_want(&c->io, FRAME_HDR);
-    conn_io_again(&c->io);
+    conn_io_want(&c->life.io, FRAME_HDR);
+    conn_io_again(&c->life.io);
 }
 
 /* The connection whose I/O io is. */
 static struct conn *conn_of(struct conn_io *io)
 {
-    return (struct conn *)((char *)io - offsetof(struct conn, io));
+    return (struct conn *)conn_life_of(io);
 }
 
 /* Handle input (buf, n bytes just read, or NULL: what the input buffer holds). */
@@ -569,31 +514,7 @@ static void conn_input(struct conn_io *io, const uint8_t *buf, size_t n)
         conn_process_direct(c, buf, n);
     else
         conn_process(c);
-    uint64_t partial = conn_io_partial_since(c->partial_ms, c->last_rx_ms, evbuffer_get_length(io->in));
-    if (partial != c->partial_ms && conn_live(c)) {
-        c->partial_ms = partial;
-        conn_arm(c);
-    }
-}
-
-/* Output was written out (or nothing was queued): finish a close, or resume a paused reader. */
-static void conn_written(struct conn_io *io)
-{
-    struct conn *c = conn_of(io);
-    size_t left = evbuffer_get_length(io->out);
-    if (c->state == CONN_FLUSHING && left == 0 && !persist_holding(&io->hold)) {
-        /* Shut our side and read until the peer's EOF, so unread input does
-         * not turn the close into a reset that could eat the last frame. */
-        conn_io_shutdown(io);
-        conn_set_state(c, CONN_LINGER);
-        conn_io_want(io, 1);
-        conn_arm(c);
-    } else if (c->paused && left <= c->srv->opt.max_output / 2) {
-        c->paused = 0;
-        conn_io_reading(io, 1);
-        conn_arm(c);
-        conn_io_again(io);
-    }
+    conn_life_note_partial(&c->life, evbuffer_get_length(io->in));
 }
 
 /* The peer closed or the socket failed: close (a TLS failure is counted and logged first). */
@@ -608,34 +529,12 @@ static void conn_closed(struct conn_io *io, int error, const char *why)
 }
 
 /* What the shared I/O calls back into. */
-static const struct conn_io_ops conn_ops = {conn_input, conn_written, conn_closed};
-
-/* Format a peer address as text ("1.2.3.4:5" or "[::1]:5"). */
-static void conn_peer_name(const struct sockaddr *sa, char *buf, size_t n)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        port = ntohs(in->sin_port);
-        snprintf(buf, n, "%s:%u", host, port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-        port = ntohs(in6->sin6_port);
-        snprintf(buf, n, "[%s]:%u", host, port);
-    } else {
-        snprintf(buf, n, "?");
-    }
-}
+static const struct conn_io_ops conn_ops = {conn_input, conn_life_written, conn_closed};
 
 /* The peer's address as text, formatted on first use. */
 const char *conn_peer(struct conn *c)
 {
-    if (!c->peer[0])
-        conn_peer_name((const struct sockaddr *)&c->addr, c->peer, sizeof c->peer);
-    return c->peer;
+    return conn_life_peer(&c->life);
 }
 
 /* Allocate a connection around fd and link it into the server; NULL on failure (fd closed). */
@@ -647,22 +546,12 @@ static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *
         return NULL;
     }
     c->srv = srv;
-    c->io.want = FRAME_HDR;
-    if (conn_io_open(&c->io, srv, fd, tls, &conn_ops) != 0) {
+    c->life.io.want = FRAME_HDR;
+    if (conn_life_open(&c->life, srv, fd, tls, &conn_ops, &conn_life_ops, sa, srv->next_session + 1) != 0) {
         free(c);
         return NULL;
     }
-    if (!(c->timer = evtimer_new(srv->base, conn_timer_cb, c))) {
-        conn_io_free(&c->io);
-        free(c);
-        return NULL;
-    }
-    c->session_id = ++srv->next_session;
-    c->born_ms = c->last_rx_ms = clock_now_ms();
-    conn_set_state(c, CONN_HELLO);
-    /* Only copied here: formatting it (inet_ntop, snprintf) was a tenth of a connect storm's
-     * user time, and most connections never log their address. */
-    memcpy(&c->addr, sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+    srv->next_session++;
     c->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = c;
@@ -695,9 +584,8 @@ static void conn_accept_as(struct server *srv, int fd, const struct sockaddr *sa
     srv->nconns++;
     stats_inc(&srv->stats, STAT_CONN_CURRENT);
     if (log_enabled(LOG_DEBUG))
-        log_msg(LOG_DEBUG, "conn %llu %s: accepted", (unsigned long long)c->session_id, conn_peer(c));
-    conn_io_start(&c->io);
-    conn_arm(c);
+        log_msg(LOG_DEBUG, "conn %llu %s: accepted", (unsigned long long)c->life.id, conn_peer(c));
+    conn_life_start(&c->life, clock_now_ms() + srv->opt.hello_timeout);
 }
 
 /* Take over an accepted socket; refuse it with a LIMIT error frame when over --max-connections. */

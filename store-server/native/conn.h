@@ -9,19 +9,12 @@
 #include <uthash.h>
 
 #include "conn_io.h"
+#include "conn_life.h"
 #include "frame.h"
 
 struct server;
 struct ns;
 struct event;
-
-enum conn_state {
-    CONN_HELLO,    /* waiting for Hello: pre-hello limits apply */
-    CONN_OPEN,     /* serving requests */
-    CONN_FLUSHING, /* writing its last frames, then closes */
-    CONN_LINGER,   /* write side shut; discarding input until EOF or a short timer */
-    CONN_DEAD,     /* freed from the next loop turn */
-};
 
 /* A request id parked on this connection (a blocking op); cancel frees its owner silently at close. */
 struct conn_pending {
@@ -32,23 +25,15 @@ struct conn_pending {
 };
 
 struct conn {
-    struct conn_io io; /* socket, buffers, events and held replies (conn_io.c) */
+    struct conn_life life; /* first: socket, buffers, state, deadlines, the peer's address (conn_life.c) */
     struct server *srv;
     struct ns *ns; /* set by a successful hello */
     struct conn *prev, *next;
     struct conn_pending *pending;
-    struct event *timer; /* hello, idle, slow-reader, flush and linger deadlines; also deferred free */
-    enum conn_state state;
     int admitted;   /* counted in srv->nconns */
-    int paused;     /* reading stopped because output is above --max-output */
     size_t nwatches;
     size_t nwaiters; /* parked requests (the --max-waiters-per-conn count) */
-    uint64_t session_id;
-    uint64_t born_ms, last_rx_ms, paused_ms, state_ms;
-    uint64_t partial_ms; /* when the frame now incomplete in the input began, or 0 */
     void *rdzv;     /* rendezvous membership, owned by rdzv.c */
-    struct sockaddr_in6 addr; /* the peer's address (an AF_INET one fits too) */
-    char peer[64];  /* the same as text, formatted on first use: read it through conn_peer() */
     char name[64];
 };
 

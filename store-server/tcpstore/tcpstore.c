@@ -26,7 +26,6 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,25 +45,10 @@
 /* Requests handled per read callback before yielding to other connections. */
 #define TCPSTORE_BATCH 64
 
-static void tcpstore_arm(struct ts_conn *c);
-
 /* Whether bytes can still be queued for c. */
 int tcpstore_live(const struct ts_conn *c)
 {
-    return c->state == TS_OPEN;
-}
-
-/* Enter a state and note when. */
-static void tcpstore_set_state(struct ts_conn *c, enum ts_state s)
-{
-    c->state = s;
-    c->state_ms = clock_now_ms();
-}
-
-/* Read from the socket exactly while c is not paused by backpressure. */
-static void tcpstore_reading(struct ts_conn *c)
-{
-    conn_io_reading(&c->io, !c->paused);
+    return conn_life_live(&c->life);
 }
 
 /* Queue raw bytes on c's output; a client that stops reading stops being read. */
@@ -73,19 +57,12 @@ void tcpstore_put(struct ts_conn *c, const void *p, size_t n)
     if (!tcpstore_live(c))
         return;
     /* With --data-dir, replies wait while logged state is not durable yet. */
-    struct evbuffer *out = persist_output(c->ts->srv, &c->io.hold, NULL);
+    struct evbuffer *out = persist_output(c->ts->srv, &c->life.io.hold, NULL);
     if (n && evbuffer_add(out, p, n) != 0) {
         tcpstore_close(c, "cannot buffer output");
         return;
     }
-    conn_io_kick(&c->io);
-    if (!c->paused && evbuffer_get_length(out) > c->ts->srv->opt.max_output) {
-        c->paused = 1;
-        c->paused_ms = clock_now_ms();
-        tcpstore_reading(c);
-        stats_inc(&c->ts->srv->stats, STAT_OUTPUT_PAUSED);
-        tcpstore_arm(c);
-    }
+    conn_life_sent(&c->life, out);
 }
 
 /* The sink callback of c's replies (the codec's encoders write through it). */
@@ -97,14 +74,8 @@ static void tcpstore_sink_put(void *arg, const void *p, size_t n)
 /* Close c at once (freed on a later loop turn); its parked request is dropped silently. */
 void tcpstore_close(struct ts_conn *c, const char *why)
 {
-    if (c->state == TS_DEAD)
-        return;
-    if (log_enabled(LOG_DEBUG))
-        log_msg(LOG_DEBUG, "tcpstore conn %llu %s: closed: %s", (unsigned long long)c->id, tcpstore_peer(c), why);
-    tcpstore_set_state(c, TS_DEAD);
     tspark_abandon(c);
-    conn_io_stop(&c->io);
-    event_active(c->timer, EV_TIMEOUT, 0);
+    conn_life_close(&c->life, why);
 }
 
 /* Count stat, log why at info level and close c (TCPStore has no error reply). */
@@ -116,7 +87,7 @@ void tcpstore_fail(struct ts_conn *c, enum stat_id stat, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     stats_inc(&c->ts->srv->stats, stat);
-    log_msg(LOG_INFO, "tcpstore conn %llu %s: closing: %s", (unsigned long long)c->id, tcpstore_peer(c), msg);
+    log_msg(LOG_INFO, "tcpstore conn %llu %s: closing: %s", (unsigned long long)c->life.id, tcpstore_peer(c), msg);
     tcpstore_close(c, msg);
 }
 
@@ -126,28 +97,37 @@ void tcpstore_finish(struct ts_conn *c)
     if (!tcpstore_live(c))
         return;
     tspark_abandon(c);
-    tcpstore_set_state(c, TS_FLUSHING);
-    conn_io_reading(&c->io, 0);
-    tcpstore_arm(c);
-    /* The close comes from the written callback once the output (maybe empty already) is out. */
-    conn_io_finish(&c->io);
+    conn_life_finish(&c->life);
 }
 
 /* c's parked request ended: go on with its buffered input on a later callback. */
 void tcpstore_resume(struct ts_conn *c)
 {
     if (tcpstore_live(c))
-        conn_io_again(&c->io);
+        conn_io_again(&c->life.io);
 }
 
-/* Unlink and free c, telling the server a connection is gone. */
-static void tcpstore_free(struct ts_conn *c)
+/* Forget the request c was decoding. */
+static void tcpstore_req_reset(struct ts_conn *c)
 {
+    tscodec_reset(&c->req);
+}
+
+/* The close hooks: what each part of the front end lets go of when a connection goes, in order. */
+static void (*const tcpstore_close_hooks[])(struct ts_conn *c) = {
+    tspark_abandon,     /* its parked WAIT or BARRIER, without a reply */
+    tswatch_conn_gone,  /* its WATCH_KEY registrations */
+    tcpstore_req_reset,
+};
+
+/* The release hook: run the close hooks, unlink and uncount c, free it. */
+static void tcpstore_free(struct conn_life *l)
+{
+    struct ts_conn *c = (struct ts_conn *)l;
     struct tcpstore *ts = c->ts;
     struct server *srv = ts->srv;
-    tspark_abandon(c);
-    tswatch_conn_gone(c);
-    tscodec_reset(&c->req);
+    for (size_t i = 0; i < sizeof tcpstore_close_hooks / sizeof tcpstore_close_hooks[0]; i++)
+        tcpstore_close_hooks[i](c);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -157,66 +137,36 @@ static void tcpstore_free(struct ts_conn *c)
     ts->nconns--;
     srv->nconns--;
     srv->stats.c[STAT_TS_CURRENT]--;
-    persist_hold_drop(srv, &c->io.hold);
-    conn_io_free(&c->io);
-    event_free(c->timer);
+    conn_life_fini(&c->life);
     free(c);
 }
 
-/* The next deadline of c in monotonic ms, or 0 for none. */
-static uint64_t tcpstore_deadline(const struct ts_conn *c)
+/* A deadline of c passed: the first request's, an incomplete request's, or the idle one. */
+static void tcpstore_expired(struct conn_life *l, enum life_expiry why)
 {
+    struct ts_conn *c = (struct ts_conn *)l;
     const struct options *o = &c->ts->srv->opt;
-    if (c->state == TS_FLUSHING)
-        return c->state_ms + (c->ts->srv->draining ? o->drain_timeout : o->slow_timeout);
-    if (c->state != TS_OPEN)
-        return 0;
-    if (c->paused)
-        return c->paused_ms + o->slow_timeout;
-    /* A connection that has sent nothing is left alone: torch 1.x opens a
-     * second one per store that stays silent unless watchKey is used. */
-    if (!c->validated)
-        return c->first_rx_ms && o->tcpstore_validate_timeout ? c->first_rx_ms + o->tcpstore_validate_timeout : 0;
-    return clock_sooner(o->idle_timeout ? c->last_rx_ms + o->idle_timeout : 0,
-                       c->partial_ms && o->request_timeout ? c->partial_ms + o->request_timeout : 0);
-}
-
-/* (Re)arm c's timer for its next deadline. */
-static void tcpstore_arm(struct ts_conn *c)
-{
-    clock_timer_at(c->timer, tcpstore_deadline(c));
-}
-
-/* The timer: deferred free, or a first-request, slow-reader or flush deadline that passed. */
-static void tcpstore_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct ts_conn *c = arg;
-    struct stats *st = &c->ts->srv->stats;
-    uint64_t at = tcpstore_deadline(c);
-    if (c->state == TS_DEAD) {
-        tcpstore_free(c);
-    } else if (at > clock_now_ms()) {
-        tcpstore_arm(c);
-    } else if (c->state == TS_FLUSHING || c->paused) {
-        stats_inc(st, STAT_LIMIT_OUTPUT);
-        tcpstore_close(c, "output not read within the timeout");
-    } else if (!c->validated) {
+    if (why == LIFE_EXP_GREETING)
         tcpstore_fail(c, STAT_TS_VALIDATE_TIMEOUT, "first request not complete within %llu ms",
-                      (unsigned long long)c->ts->srv->opt.tcpstore_validate_timeout);
-    } else if (c->partial_ms && c->partial_ms + c->ts->srv->opt.request_timeout <= clock_now_ms()) {
+                      (unsigned long long)o->tcpstore_validate_timeout);
+    else if (why == LIFE_EXP_REQUEST)
         tcpstore_fail(c, STAT_REQUEST_TIMEOUT, "request incomplete for %llu ms",
-                      (unsigned long long)c->ts->srv->opt.request_timeout);
-    } else if (c->park || c->nwatches || evbuffer_get_length(c->io.out)) {
-        /* Silent but waiting on the server (a parked request, or watches: torch's callback
-         * connection never sends again), or still taking output: not idle. */
-        c->last_rx_ms = clock_now_ms();
-        tcpstore_arm(c);
-    } else {
-        tcpstore_fail(c, STAT_IDLE_CLOSED, "idle for %llu ms", (unsigned long long)c->ts->srv->opt.idle_timeout);
-    }
+                      (unsigned long long)o->request_timeout);
+    else
+        tcpstore_fail(c, STAT_IDLE_CLOSED, "idle for %llu ms", (unsigned long long)o->idle_timeout);
 }
+
+/* Whether silent c waits on the server: a parked request, or watches (torch's callback connection never
+ * sends again). */
+static int tcpstore_waiting(const struct conn_life *l)
+{
+    const struct ts_conn *c = (const struct ts_conn *)l;
+    return c->park || c->nwatches;
+}
+
+/* The TCPStore front end's answers to the connection life. */
+static const struct life_ops tcpstore_life_ops = {"tcpstore conn", tcpstore_expired, tcpstore_waiting,
+                                                  tcpstore_free};
 
 /* Decide the numbering from the first bytes; 0 when known, else the bytes still needed. */
 static size_t tcpstore_detect(struct ts_conn *c, const struct tscodec_src *src)
@@ -227,7 +177,7 @@ static size_t tcpstore_detect(struct ts_conn *c, const struct tscodec_src *src)
     int legacy = c->era == TS_ERA_LEGACY;
     stats_inc(&c->ts->srv->stats, legacy ? STAT_TS_LEGACY_ERA : STAT_TS_VALIDATE_ERA);
     if (log_enabled(LOG_DEBUG))
-        log_msg(LOG_DEBUG, "tcpstore conn %llu %s: %s numbering", (unsigned long long)c->id, tcpstore_peer(c),
+        log_msg(LOG_DEBUG, "tcpstore conn %llu %s: %s numbering", (unsigned long long)c->life.id, tcpstore_peer(c),
                 legacy ? "old (torch 1.x-2.0)" : "VALIDATE-era");
     return 0;
 }
@@ -249,11 +199,8 @@ static int tcpstore_while_parked(struct ts_conn *c, const struct tscodec_src *sr
 /* Handle the request just decoded and make room for the next. */
 static void tcpstore_request(struct ts_conn *c)
 {
-    c->last_rx_ms = clock_now_ms();
-    if (!c->validated) {
-        c->validated = 1;
-        tcpstore_arm(c);
-    }
+    c->life.last_rx_ms = clock_now_ms();
+    conn_life_greeted(&c->life);
     tsops_dispatch(c, &c->req);
     tscodec_reset(&c->req);
 }
@@ -276,12 +223,13 @@ static void tcpstore_refuse(struct ts_conn *c, const struct tscodec_error *e)
 static void tcpstore_process(struct ts_conn *c, struct tscodec_src *src)
 {
     size_t want = 1;
-    if (!c->first_rx_ms && tscodec_avail(src)) {
-        c->first_rx_ms = clock_now_ms();
-        tcpstore_arm(c);
-    }
+    /* A connection that has sent nothing is left alone: torch 1.x opens a second one per store that
+     * stays silent unless watchKey is used.  Its first byte starts --tcpstore-validate-timeout. */
+    uint64_t vt = c->ts->srv->opt.tcpstore_validate_timeout;
+    if (c->life.greeting && !c->life.greet_ms && vt && tscodec_avail(src))
+        conn_life_greet_by(&c->life, clock_now_ms() + vt);
     for (int n = 0;; n++) {
-        if (!tcpstore_live(c) || c->paused)
+        if (!tcpstore_live(c) || c->life.paused)
             return;
         if (c->era == TS_ERA_UNKNOWN && (want = tcpstore_detect(c, src)) != 0)
             break;
@@ -293,8 +241,8 @@ static void tcpstore_process(struct ts_conn *c, struct tscodec_src *src)
             return; /* answered in order: the rest waits for the parked request */
         if (n == TCPSTORE_BATCH) {
             /* Fairness: let other connections run, come back on a later turn. */
-            conn_io_want(&c->io, 1);
-            conn_io_again(&c->io);
+            conn_io_want(&c->life.io, 1);
+            conn_io_again(&c->life.io);
             return;
         }
         struct tscodec_error e;
@@ -307,7 +255,7 @@ static void tcpstore_process(struct ts_conn *c, struct tscodec_src *src)
             break;
         tcpstore_request(c);
     }
-    conn_io_want(&c->io, want);
+    conn_io_want(&c->life.io, want);
 }
 
 /* Bytes an input buffer holds (the codec reads leftovers through these). */
@@ -334,7 +282,7 @@ static const struct tscodec_buf_ops tcpstore_in_ops = {tcpstore_in_len, tcpstore
 /* The connection whose I/O io is. */
 static struct ts_conn *tcpstore_of(struct conn_io *io)
 {
-    return (struct ts_conn *)((char *)io - offsetof(struct ts_conn, io));
+    return (struct ts_conn *)conn_life_of(io);
 }
 
 /* Input behind a parked request keeps being read, so a client that closes is always seen (its FIN
@@ -346,27 +294,23 @@ static void tcpstore_hold_check(struct ts_conn *c)
     if (!tcpstore_live(c))
         return;
     if (!c->park) {
-        conn_io_read_ahead(&c->io, 0);
+        conn_io_read_ahead(&c->life.io, 0);
         return;
     }
-    if (evbuffer_get_length(c->io.in) > max) {
+    if (evbuffer_get_length(c->life.io.in) > max) {
         tcpstore_fail(c, STAT_TS_LIMIT_REQUEST, "more than %llu bytes sent behind a parked request",
                       (unsigned long long)max);
         return;
     }
     /* Past the bound, not at it: the close above comes before reading would ever wait. */
-    conn_io_read_ahead(&c->io, max + 1);
+    conn_io_read_ahead(&c->life.io, max + 1);
 }
 
 /* Note when the request now incomplete began (input behind a parked request is bounded by size instead). */
 static void tcpstore_note_partial(struct ts_conn *c)
 {
-    size_t held = c->park ? 0 : evbuffer_get_length(c->io.in) + (c->req.op >= 0);
-    uint64_t partial = conn_io_partial_since(c->partial_ms, c->last_rx_ms, held);
-    if (partial != c->partial_ms && tcpstore_live(c)) {
-        c->partial_ms = partial;
-        tcpstore_arm(c);
-    }
+    size_t held = c->park ? 0 : evbuffer_get_length(c->life.io.in) + (c->req.op >= 0);
+    conn_life_note_partial(&c->life, held);
 }
 
 /* Handle input (buf, n bytes just read, or NULL: what the input buffer holds). */
@@ -391,21 +335,6 @@ static void tcpstore_input(struct conn_io *io, const uint8_t *buf, size_t n)
     tcpstore_note_partial(c);
 }
 
-/* Output was written out (or nothing was queued): finish a close, or resume a paused reader. */
-static void tcpstore_written(struct conn_io *io)
-{
-    struct ts_conn *c = tcpstore_of(io);
-    size_t left = evbuffer_get_length(io->out);
-    if (c->state == TS_FLUSHING && left == 0 && !persist_holding(&io->hold)) {
-        tcpstore_close(c, "flushed");
-    } else if (c->paused && tcpstore_live(c) && left <= c->ts->srv->opt.max_output / 2) {
-        c->paused = 0;
-        tcpstore_reading(c);
-        tcpstore_arm(c);
-        conn_io_again(io);
-    }
-}
-
 /* The peer closed or the socket failed. */
 static void tcpstore_closed(struct conn_io *io, int error, const char *why)
 {
@@ -414,21 +343,12 @@ static void tcpstore_closed(struct conn_io *io, int error, const char *why)
 }
 
 /* What the shared I/O calls back into. */
-static const struct conn_io_ops tcpstore_ops = {tcpstore_input, tcpstore_written, tcpstore_closed};
+static const struct conn_io_ops tcpstore_ops = {tcpstore_input, conn_life_written, tcpstore_closed};
 
-/* The peer's address as text ("host:port", "[v6]:port", "?" when it cannot be), formatted on first use. */
+/* The peer's address as text, formatted on first use. */
 const char *tcpstore_peer(struct ts_conn *c)
 {
-    char host[NI_MAXHOST], port[NI_MAXSERV];
-    const struct sockaddr *sa = (const struct sockaddr *)&c->addr;
-    socklen_t len = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-    if (c->peer[0])
-        return c->peer;
-    if (getnameinfo(sa, len, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-        snprintf(c->peer, sizeof c->peer, "?");
-    else
-        snprintf(c->peer, sizeof c->peer, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
-    return c->peer;
+    return conn_life_peer(&c->life);
 }
 
 /* Allocate a connection around fd and link it in; NULL on failure (fd closed). */
@@ -440,23 +360,15 @@ static struct ts_conn *tcpstore_new(struct tcpstore *ts, int fd, const struct so
         close(fd);
         return NULL;
     }
-    c->io.want = 1;
-    if (conn_io_open(&c->io, srv, fd, 0, &tcpstore_ops) != 0) {
+    c->life.io.want = 1;
+    if (conn_life_open(&c->life, srv, fd, 0, &tcpstore_ops, &tcpstore_life_ops, sa, ts->next_id + 1) != 0) {
         free(c);
         return NULL;
     }
-    if (!(c->timer = evtimer_new(srv->base, tcpstore_timer_cb, c))) {
-        conn_io_free(&c->io);
-        free(c);
-        return NULL;
-    }
+    ts->next_id++;
     c->ts = ts;
-    c->id = ++ts->next_id;
     c->req.op = -1;
     c->sink = (struct tscodec_sink){tcpstore_sink_put, c};
-    /* Only copied here: most connections never log their address. */
-    memcpy(&c->addr, sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
-    tcpstore_set_state(c, TS_OPEN);
     c->next = ts->conns;
     if (ts->conns)
         ts->conns->prev = c;
@@ -485,9 +397,9 @@ void tcpstore_accept(struct server *srv, int fd, const struct sockaddr *sa, sock
         return;
     stats_inc(&srv->stats, STAT_TS_ACCEPTED);
     stats_inc(&srv->stats, STAT_TS_CURRENT);
-    conn_io_start(&c->io);
+    conn_life_start(&c->life, 0);
     if (log_enabled(LOG_DEBUG))
-        log_msg(LOG_DEBUG, "tcpstore conn %llu %s: accepted", (unsigned long long)c->id, tcpstore_peer(c));
+        log_msg(LOG_DEBUG, "tcpstore conn %llu %s: accepted", (unsigned long long)c->life.id, tcpstore_peer(c));
 }
 
 /* Check the front end's options against each other; 0 or EX_USAGE after logging why. */
@@ -596,7 +508,7 @@ void tcpstore_fini(struct server *srv)
     if (!ts)
         return;
     while (ts->conns)
-        tcpstore_free(ts->conns);
+        tcpstore_free(&ts->conns->life);
     listener_close(ts->listener);
     tspark_fini(ts);
     tswatch_fini(ts);

@@ -15,6 +15,7 @@
 #include <uthash.h>
 
 #include "conn_io.h"
+#include "conn_life.h"
 #include "keyspace.h"
 #include "stats.h"
 #include "tscodec.h"
@@ -25,32 +26,20 @@ struct listener;
 struct event;
 struct waiter;
 
-enum ts_state { TS_OPEN, TS_FLUSHING, TS_DEAD };
-
 struct ts_park;
 struct ts_watch;
 
 /* One TCPStore client connection. */
 struct ts_conn {
-    struct conn_io io;   /* socket, buffers, events and held replies (conn_io.c) */
+    struct conn_life life; /* first: socket, buffers, state, deadlines, the peer's address (conn_life.c) */
     struct tcpstore *ts;
-    struct event *timer; /* request, idle and slow-reader deadlines, flush bound, deferred free */
     struct ts_conn *prev, *next;
-    enum ts_state state;
     enum ts_era era;
-    int validated;       /* a first request completed */
-    int paused;          /* reading stopped: output above --max-output */
-    uint64_t id;
-    uint64_t first_rx_ms, paused_ms, state_ms;
-    uint64_t last_rx_ms; /* when the last whole request was taken */
-    uint64_t partial_ms; /* when the request now incomplete began, or 0 */
     struct ts_req req;
     struct tscodec_sink sink; /* replies: tcpstore_put on this connection */
     struct ts_park *park; /* the parked WAIT or BARRIER, or NULL */
     struct ts_watch *watches; /* WATCH_KEY registrations, linked through cnext */
     size_t nwatches;
-    struct sockaddr_in6 addr; /* the peer's address (an AF_INET one fits too) */
-    char peer[64];        /* the same as text, formatted on first use: read it through tcpstore_peer() */
 };
 
 /* A parked WAIT (core waiter plus queue links) or BARRIER caller. */

@@ -88,7 +88,7 @@ static int tspark_core(struct ts_park *p)
                 mk[m] = p->keys[i];
                 ml[m++] = p->klens[i];
             }
-        p->w = waiters_park(c->ts->ns, mk, ml, m, TSPARK_FOREVER_MS, tspark_waiter_done, p, NULL, c->id, 0, &st);
+        p->w = waiters_park(c->ts->ns, mk, ml, m, TSPARK_FOREVER_MS, tspark_waiter_done, p, NULL, c->life.id, 0, &st);
     }
     free(mk);
     free(ml);

@@ -118,7 +118,7 @@ void tswatch_register(struct ts_conn *c, const char *key, size_t klen)
     srv->core.nwatches++;
     stats_inc(&srv->stats, STAT_TS_WATCHES);
     if (log_enabled(LOG_DEBUG))
-        log_msg(LOG_DEBUG, "tcpstore conn %llu %s: watching '%.200s'", (unsigned long long)c->id, tcpstore_peer(c),
+        log_msg(LOG_DEBUG, "tcpstore conn %llu %s: watching '%.200s'", (unsigned long long)c->life.id, tcpstore_peer(c),
                 key);
     tscodec_put_u8(&c->sink, TS_KEY_CALLBACK_REGISTERED);
 }
