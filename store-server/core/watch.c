@@ -101,14 +101,13 @@ void watch_del_owner(struct ns *ns, void *owner)
 size_t watch_fanout(struct ns *ns, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
 {
     size_t n = 0;
-    const void *val = e ? ks_val(e) : NULL;
-    size_t vlen = e ? e->vlen : 0;
+    struct watch_change ch = {what, key, klen, e ? ks_val(e) : NULL, e ? e->vlen : 0, 0};
     for (struct watch *w = ns->watches, *next; w; w = next) {
         next = w->next;
         if (klen < w->plen || memcmp(key, w->prefix, w->plen) != 0)
             continue;
         n++;
-        if (w->ops->notify(w->owner, w, what, key, klen, val, vlen))
+        if (w->ops->notify(w->owner, w, &ch))
             watch_free(ns, w);
     }
     return n;

@@ -13,13 +13,22 @@ struct core;
 struct ns;
 struct watch;
 
+/* One key change as its watches' owners see it. */
+struct watch_change {
+    enum ks_change what; /* KS_SET (val, vlen: the new value) or KS_DELETE (val NULL) */
+    const char *key;     /* NUL-terminated */
+    size_t klen;
+    const void *val;
+    size_t vlen;
+    size_t memo; /* the owners' own, 0 before the first match: what they work out once per change
+                  * rather than once per watch (the native front end keeps its event's size here) */
+};
+
 /* How a watch's owner hears of its matches. */
 struct watch_owner_ops {
-    /* A key under w's prefix changed: what is KS_SET (val, vlen: the new value) or KS_DELETE (val NULL).
-     * key is NUL-terminated.  Return nonzero to end w (it is removed after the call returns); the call
-     * must not remove watches itself. */
-    int (*notify)(void *owner, const struct watch *w, enum ks_change what, const char *key, size_t klen,
-                  const void *val, size_t vlen);
+    /* A key under w's prefix changed.  Return nonzero to end w (it is removed after the call returns);
+     * the call must not remove watches itself. */
+    int (*notify)(void *owner, const struct watch *w, struct watch_change *ch);
 };
 
 struct watch {

@@ -20,8 +20,7 @@
 #include "server.h"
 #include "watch.h"
 
-static int watch_conn_notify(void *owner, const struct watch *w, enum ks_change what, const char *key, size_t klen,
-                             const void *val, size_t vlen);
+static int watch_conn_notify(void *owner, const struct watch *w, struct watch_change *ch);
 
 /* A connection as a watch's owner. */
 static const struct watch_owner_ops watch_conn_ops = {.notify = watch_conn_notify};
@@ -62,28 +61,30 @@ void watch_op_unwatch(struct conn *c, Muster__Request *req)
 
 /* A match of one of c's watches: push its Event{watch}, or, when the event would pass --max-output, push
  * WatchEvent{ENDED} instead and end the watch. */
-static int watch_conn_notify(void *owner, const struct watch *w, enum ks_change what, const char *key, size_t klen,
-                             const void *val, size_t vlen)
+static int watch_conn_notify(void *owner, const struct watch *w, struct watch_change *ch)
 {
     struct conn *c = owner;
     /* A key with a NUL (set through the TCPStore listener) cannot be sent as a native string. */
-    if (!conn_live(c) || memchr(key, 0, klen))
+    if (!conn_live(c) || memchr(ch->key, 0, ch->klen))
         return 0;
     struct server *srv = c->srv;
     Muster__WatchEvent we = MUSTER__WATCH_EVENT__INIT;
-    we.kind = what == KS_SET ? MUSTER__WATCH_EVENT__KIND__SET : MUSTER__WATCH_EVENT__KIND__DELETE;
-    we.key = (char *)key; /* keyspace keys are NUL-terminated */
-    if (val) {
-        we.value.data = (uint8_t *)val;
-        we.value.len = vlen;
+    we.kind = ch->what == KS_SET ? MUSTER__WATCH_EVENT__KIND__SET : MUSTER__WATCH_EVENT__KIND__DELETE;
+    we.key = (char *)ch->key; /* keyspace keys are NUL-terminated */
+    if (ch->val) {
+        we.value.data = (uint8_t *)ch->val;
+        we.value.len = ch->vlen;
     }
     Muster__Event ev = MUSTER__EVENT__INIT;
     ev.event_case = MUSTER__EVENT__EVENT_WATCH;
     ev.watch = &we;
-    /* The frame's size with the largest watch id; ids only shorten it. */
-    we.watch_id = UINT64_MAX;
-    size_t frame = FRAME_HDR + 8 + protobuf_c_message_get_packed_size(&ev.base);
-    if (conn_output_len(c) + frame > srv->opt.max_output) {
+    /* The frame's size with the largest watch id (ids only shorten it), once per change: every watcher
+     * of the change is sent the same event but for its id. */
+    if (!ch->memo) {
+        we.watch_id = UINT64_MAX;
+        ch->memo = FRAME_HDR + 8 + protobuf_c_message_get_packed_size(&ev.base);
+    }
+    if (conn_output_len(c) + ch->memo > srv->opt.max_output) {
         Muster__WatchEvent end = MUSTER__WATCH_EVENT__INIT;
         end.kind = MUSTER__WATCH_EVENT__KIND__ENDED;
         end.watch_id = w->id;

@@ -622,13 +622,20 @@ struct t_watcher {
     uint64_t last_id;
     char key[64], val[64];
     int end_next; /* ask for the watch to end at the next event (the front end's output limit) */
+    size_t memo_seen; /* the change's memo as this watcher found it */
 };
 
 /* A match: note it, and end the watch when asked to. */
-static int t_watch_notify(void *owner, const struct watch *w, enum ks_change what, const char *key, size_t klen,
-                          const void *val, size_t vlen)
+static int t_watch_notify(void *owner, const struct watch *w, struct watch_change *ch)
 {
     struct t_watcher *o = owner;
+    enum ks_change what = ch->what;
+    const char *key = ch->key;
+    size_t klen = ch->klen;
+    const void *val = ch->val;
+    size_t vlen = ch->vlen;
+    o->memo_seen = ch->memo;
+    ch->memo = 7; /* what the first watcher of a change works out, the others find */
     o->events++;
     if (what == KS_SET)
         o->sets++;
@@ -682,10 +689,14 @@ static void t_watch_fanout(void *unused)
     CHECK_EQ(c.events, 0);
     CHECK_EQ(d.sets, 1);
     CHECK_EQ(w.sets, 1); /* the record went to the sink too */
+    CHECK_EQ(d.memo_seen, 0); /* the newest watch is told first, with a fresh memo */
+    CHECK_EQ(b.memo_seen, 7); /* the others of the same change find what it left */
+    CHECK_EQ(a.memo_seen, 7);
     /* A key shorter than a prefix does not match it. */
     CHECK_EQ(ks_set(&w.ns->ks, "job/r", 5, (uint8_t *)"x", 1, 0), MUSTER__STATUS__OK);
     CHECK_EQ(a.sets, 2);
     CHECK_EQ(b.sets, 1);
+    CHECK_EQ(d.memo_seen, 0); /* each change starts a fresh memo */
     CHECK_EQ(ks_delete(&w.ns->ks, "job/rank0", 9), 1);
     CHECK_EQ(a.deletes, 1);
     CHECK_EQ(b.deletes, 1);
