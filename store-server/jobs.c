@@ -63,7 +63,7 @@ static void jobs_summary_json(struct ns *ns, struct evbuffer *b)
     evbuffer_add_printf(b,
                         ",\"keys\":%zu,\"bytes\":%" PRIu64 ",\"connections\":%zu,\"state\":\"%s\",\"generation\":%" PRIu64
                         ",\"num_members\":%zu,\"joining\":%zu,\"world_size\":%" PRIu32 ",\"failures\":%" PRIu64,
-                        ns->ks.count, ns->ks.bytes, ns->nconns, jobs_state(&ri, has), ri.generation, ri.members,
+                        ns->ks.count, ns->ks.bytes, ns_conns(ns), jobs_state(&ri, has), ri.generation, ri.members,
                         ri.joining, ri.world_size, ri.failures);
 }
 
@@ -137,7 +137,7 @@ static void jobs_row_text(struct ns *ns, void *arg)
     int has = rdzv_info(ns, &ri) == 0;
     evbuffer_add_printf(b, "%-24.64s %6" PRIu64 " %-8s %7zu %7zu %6" PRIu32 " %8" PRIu64 " %8zu %5zu\n", ns->name,
                         ri.generation, jobs_state(&ri, has), ri.members, ri.joining, ri.world_size, ri.failures,
-                        ns->ks.count, ns->nconns);
+                        ns->ks.count, ns_conns(ns));
 }
 
 /* Append one member as a text row. */

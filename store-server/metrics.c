@@ -156,7 +156,7 @@ static uint64_t metrics_ns_bytes(struct ns *ns)
 /* Connections that said hello to a namespace. */
 static uint64_t metrics_ns_conns(struct ns *ns)
 {
-    return ns->nconns;
+    return ns_conns(ns);
 }
 
 /* A field of a namespace's rendezvous summary (0 when it never used rendezvous). */

@@ -16,7 +16,6 @@ struct waiter;
 struct wkey;
 struct barrier;
 struct ns;
-struct server;
 struct watch;
 struct source;
 
@@ -70,8 +69,8 @@ struct core {
 typedef void (*core_change_fn)(struct ns *ns, enum ks_change what, const char *key, size_t klen,
                                const struct ks_entry *e);
 
-/* A namespace (job): its keyspace, parked waiters, barriers, rendezvous state and watches, then the daemon's part,
- * which the core never reads. */
+/* A namespace (job): its keyspace, parked waiters, barriers, rendezvous state and watches.  Its owner (the
+ * daemon's namespace table) keeps it in a table by name through hh and its own part behind owner. */
 struct ns {
     UT_hash_handle hh;
     struct core *core;
@@ -82,14 +81,8 @@ struct ns {
     void *rdzv;               /* rendezvous state, owned by rdzv.c */
     size_t nwaiters;          /* parked requests of any kind (the max_waiters_per_ns count) */
     struct watch *watches;    /* prefix watches, newest first (watch.c) */
-    core_change_fn on_change; /* the daemon's reaction to a key change, or NULL */
-    /* The daemon's part. */
-    struct server *srv;
-    ks_hook_fn ext_hook;      /* another front end's change hook (the TCPStore listener), or NULL */
-    void *ext_arg;
-    size_t nconns;            /* connections that said hello to this namespace */
-    struct source *creator;   /* the address whose hello created it (source.c), or NULL */
-    uint64_t idle_ms;         /* when it was created or its last connection left (monotonic) */
+    core_change_fn on_change; /* the owner's reaction to a key change, or NULL */
+    void *owner;              /* the owner's part, never read here */
     char name[];
 };
 

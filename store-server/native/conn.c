@@ -353,7 +353,7 @@ static void conn_hello(struct conn *c, const Muster__Hello *h)
                   st == MUSTER__STATUS__LIMIT ? ": namespace limit reached (server or this address)" : "");
     } else {
         c->ns = ns;
-        ns->nconns++;
+        ns_conn_joined(ns);
         snprintf(c->name, sizeof c->name, "%s", h->client_name ? h->client_name : "");
         conn_life_greeted(&c->life);
         stats_inc(&srv->stats, STAT_HELLO_OK);

@@ -29,6 +29,21 @@
 #include "server.h"
 #include "source.h"
 
+/* The daemon's part of a namespace (the core's struct ns holds it as its owner). */
+struct ns_daemon {
+    ks_hook_fn ext_hook;    /* another front end's change hook (the TCPStore listener), or NULL */
+    void *ext_arg;
+    size_t nconns;          /* connections that said hello to this namespace */
+    struct source *creator; /* the address whose hello created it (source.c), or NULL */
+    uint64_t idle_ms;       /* when it was created or its last connection left (monotonic) */
+};
+
+/* The daemon's part of ns. */
+static struct ns_daemon *ns_daemon(const struct ns *ns)
+{
+    return ns->owner;
+}
+
 /* A namespace's required token. */
 struct token {
     UT_hash_handle hh;
@@ -137,8 +152,9 @@ int ns_configured(struct server *srv, const char *name)
  * the watches): tell the other front end. */
 static void ns_on_change(struct ns *ns, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
 {
-    if (ns->ext_hook)
-        ns->ext_hook(ns->ext_arg, what, key, klen, e);
+    struct ns_daemon *d = ns_daemon(ns);
+    if (d->ext_hook)
+        d->ext_hook(d->ext_arg, what, key, klen, e);
 }
 
 /* The namespace called name, or NULL. */
@@ -164,15 +180,17 @@ static struct ns *ns_get_for(struct server *srv, const char *name, const struct 
     if (sa && !creator)
         return NULL;
     size_t len = strlen(name);
-    if (!(ns = calloc(1, sizeof *ns + len + 1))) {
+    struct ns_daemon *d = calloc(1, sizeof *d);
+    if (!d || !(ns = calloc(1, sizeof *ns + len + 1))) {
+        free(d);
         source_ns_put(srv, creator);
         *status = MUSTER__STATUS__INTERNAL;
         return NULL;
     }
     memcpy(ns->name, name, len);
-    ns->srv = srv;
-    ns->creator = creator;
-    ns->idle_ms = clock_now_ms();
+    ns->owner = d;
+    d->creator = creator;
+    d->idle_ms = clock_now_ms();
     const struct options *o = &srv->opt;
     core_ns_init(server_core(srv), ns, o->max_keys_per_ns, o->max_bytes_per_ns, o->max_value, ns_on_change);
     HASH_ADD(hh, srv->namespaces, name[0], len, ns);
@@ -193,17 +211,40 @@ struct ns *ns_open(struct server *srv, const char *name, const struct sockaddr *
     return ns_get_for(srv, name, sa, status);
 }
 
+/* A connection said hello to ns. */
+void ns_conn_joined(struct ns *ns)
+{
+    ns_daemon(ns)->nconns++;
+}
+
 /* A connection left ns: its idle time starts when the last one goes. */
 void ns_conn_left(struct ns *ns)
 {
-    if (--ns->nconns == 0)
-        ns->idle_ms = clock_now_ms();
+    struct ns_daemon *d = ns_daemon(ns);
+    if (--d->nconns == 0)
+        d->idle_ms = clock_now_ms();
+}
+
+/* Connections that said hello to ns and are still open. */
+size_t ns_conns(const struct ns *ns)
+{
+    return ns_daemon(ns)->nconns;
+}
+
+/* Attach another front end to ns: hook hears of every key change after the core (NULL detaches).  An
+ * attached namespace is never reclaimed. */
+void ns_attach(struct ns *ns, ks_hook_fn hook, void *arg)
+{
+    struct ns_daemon *d = ns_daemon(ns);
+    d->ext_hook = hook;
+    d->ext_arg = arg;
 }
 
 /* Whether ns holds nothing that forgetting it would lose (see the top of this file). */
 static int ns_empty(const struct ns *ns)
 {
-    return core_ns_empty(ns) && ns->nconns == 0 && !ns->ext_hook;
+    const struct ns_daemon *d = ns_daemon(ns);
+    return core_ns_empty(ns) && d->nconns == 0 && !d->ext_hook;
 }
 
 /* Free one namespace and everything it holds. */
@@ -211,7 +252,8 @@ static void ns_free(struct server *srv, struct ns *ns)
 {
     HASH_DEL(srv->namespaces, ns);
     core_ns_fini(ns);
-    source_ns_put(srv, ns->creator);
+    source_ns_put(srv, ns_daemon(ns)->creator);
+    free(ns->owner);
     free(ns);
 }
 
@@ -233,8 +275,8 @@ static void ns_sweep_cb(evutil_socket_t fd, short what, void *arg)
     struct ns *ns, *tmp;
     HASH_ITER(hh, srv->namespaces, ns, tmp) {
         if (!ns_empty(ns)) {
-            ns->idle_ms = now; /* idle counts from when it was last seen in use */
-        } else if (now - ns->idle_ms >= idle) {
+            ns_daemon(ns)->idle_ms = now; /* idle counts from when it was last seen in use */
+        } else if (now - ns_daemon(ns)->idle_ms >= idle) {
             log_msg(LOG_DEBUG, "namespace '%s' reclaimed", ns->name);
             ns_free(srv, ns);
             stats_dec(&srv->stats, STAT_NAMESPACES);

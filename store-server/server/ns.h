@@ -10,7 +10,8 @@
 
 struct server;
 
-/* struct ns itself is the core's (core.h): its state, then the daemon's part. */
+/* struct ns itself is the core's (core.h); the daemon's part (connections, creator, idle time, an
+ * attached front end) is ns.c's, behind ns->owner. */
 
 /* The longest namespace name. */
 #define NS_NAME_MAX 255
@@ -25,8 +26,15 @@ int ns_configured(struct server *srv, const char *name);
 struct ns *ns_get(struct server *srv, const char *name, int *status);
 /* As ns_get for a hello from sa: a namespace it creates counts against sa's --max-namespaces-per-source. */
 struct ns *ns_open(struct server *srv, const char *name, const struct sockaddr *sa, int *status);
+/* A connection said hello to ns. */
+void ns_conn_joined(struct ns *ns);
 /* A connection left ns: its idle time starts when the last one goes. */
 void ns_conn_left(struct ns *ns);
+/* Connections that said hello to ns and are still open. */
+size_t ns_conns(const struct ns *ns);
+/* Attach another front end to ns: hook hears of every key change after the core (NULL detaches).  An
+ * attached namespace is never reclaimed. */
+void ns_attach(struct ns *ns, ks_hook_fn hook, void *arg);
 /* Start reclaiming idle empty namespaces (--ns-idle-timeout); 0, or -1 when the timer cannot be made. */
 int ns_sweep_start(struct server *srv);
 /* The namespace called name, or NULL. */

@@ -447,8 +447,7 @@ static int tcpstore_open_ns(struct tcpstore *ts)
         log_msg(LOG_ERROR, "cannot open namespace '%s' for the TCPStore listener", name);
         return EX_SOFTWARE;
     }
-    ts->ns->ext_hook = tcpstore_key_changed;
-    ts->ns->ext_arg = ts;
+    ns_attach(ts->ns, tcpstore_key_changed, ts);
     return 0;
 }
 
@@ -513,8 +512,7 @@ void tcpstore_fini(struct server *srv)
     tspark_fini(ts);
     tswatch_fini(ts);
     if (ts->ns) {
-        ts->ns->ext_hook = NULL;
-        ts->ns->ext_arg = NULL;
+        ns_attach(ts->ns, NULL, NULL);
     }
     free(ts);
     srv->tcpstore = NULL;

@@ -416,7 +416,7 @@ static void cf_check_ns(struct ns *ns, void *arg)
 {
     struct rdzv_info ri;
     (void)arg;
-    if (ns->nconns || ns->nwaiters || ns->waiters || ns->wkeys || ns->watches)
+    if (ns_conns(ns) || ns->nwaiters || ns->waiters || ns->wkeys || ns->watches)
         abort();
     if (rdzv_info(ns, &ri) == 0 && (ri.joining || ri.members))
         abort();
