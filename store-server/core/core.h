@@ -17,7 +17,6 @@ struct wkey;
 struct barrier;
 struct ns;
 struct watch;
-struct source;
 
 /* Log levels of the log hook: the numbers of log.h's (core_event.c checks they agree). */
 enum core_log_level { CORE_LOG_ERROR = 0, CORE_LOG_WARN = 1, CORE_LOG_INFO = 2, CORE_LOG_DEBUG = 3 };
