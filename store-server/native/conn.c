@@ -8,9 +8,10 @@
  * too slowly its output stays above --max-output: its requests stop being
  * read, and if that lasts --slow-timeout it is closed.
  *
- * Closing is deferred to a fresh loop turn (through the connection's timer
- * event), so code deep in a keyspace change never sees a connection vanish
- * under it.
+ * The connection's life (hello, idle, incomplete-frame and slow-reader
+ * deadlines, the flush-then-linger close, the deferred release) is
+ * conn_life.c's, shared with the TCPStore front end; this file answers its
+ * deadlines and runs the close hooks.
  */
 #include "conn.h"
 

@@ -6,8 +6,9 @@
  * connections).  Its keys live in one namespace
  * (--tcpstore-namespace), shared with native clients.
  *
- * Connections use the same I/O as native ones (conn_io.c): one recv per
- * wakeup, requests decoded straight from the bytes just read, replies
+ * Connections use the same I/O and the same life as native ones
+ * (conn_io.c, conn_life.c: deadlines, backpressure, flush, linger, the
+ * deferred release): one recv per wakeup, requests decoded straight from the bytes just read, replies
  * appended to the output buffer and written once per callback.  The
  * numbering is decided from the first bytes (00 CE F7 85 3C is the
  * VALIDATE handshake of torch 2.1 and later; anything else is the older
