@@ -222,6 +222,12 @@ static int ks_parse_int(const uint8_t *p, size_t len, int64_t *out)
     return 0;
 }
 
+/* Read e's value as strict decimal int64 text into *out; 0, or -1 when it is not one. */
+int ks_entry_int(const struct ks_entry *e, int64_t *out)
+{
+    return ks_parse_int(ks_val(e), e->vlen, out);
+}
+
 /* Add delta to the decimal int64 text at key (absent = 0); *out gets the sum.  Wire status. */
 int ks_add(struct keyspace *ks, const char *key, size_t klen, int64_t delta, int64_t *out)
 {

@@ -49,6 +49,8 @@ int ks_append(struct keyspace *ks, const char *key, size_t klen, const uint8_t *
 /* TCPStore compare_set; *e gets the entry to answer from (NULL: answer `expected`); *swapped whether it wrote. */
 int ks_compare_set(struct keyspace *ks, const char *key, size_t klen, const uint8_t *exp, size_t elen,
                    const uint8_t *des, size_t dlen, const struct ks_entry **e, int *swapped);
+/* Read e's value as strict decimal int64 text (what add writes) into *out; 0, or -1 when it is not one. */
+int ks_entry_int(const struct ks_entry *e, int64_t *out);
 /* Number of keys. */
 size_t ks_count(const struct keyspace *ks);
 /* Call fn for every entry once (no order); fn must not change the keyspace.  The first non-zero return. */

@@ -115,11 +115,21 @@ static void waiters_complete(struct waiter *w, int status)
     waiters_free(w);
 }
 
-/* Park again every key of w that is absent now; the new missing count. */
+/* Whether key i of w is what w waits for: present, and for a counting waiter holding a count that high. */
+static int waiters_holds(const struct waiter *w, size_t i)
+{
+    const struct ks_entry *e = ks_get(&w->ns->ks, w->keys[i], w->klens[i]);
+    int64_t n;
+    if (!e)
+        return 0;
+    return !w->counting || (ks_entry_int(e, &n) == 0 && n >= w->at_least);
+}
+
+/* Park again every key of w that does not hold now; the new missing count. */
 static size_t waiters_recheck(struct waiter *w)
 {
     for (size_t i = 0; i < w->nkeys; i++)
-        if (!w->links[i].wk && !ks_get(&w->ns->ks, w->keys[i], w->klens[i]))
+        if (!w->links[i].wk && !waiters_holds(w, i))
             waiters_link(w, i);
     return w->missing;
 }
@@ -165,10 +175,10 @@ static struct waiter *waiters_alloc(const char *const *keys, const size_t *klens
     return w;
 }
 
-/* Park a waiter for keys with a deadline; see waiters.h. */
-struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
-                            uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share, uint64_t id,
-                            int kind, int *status)
+/* Park a waiter for keys (for the count at_least of its one key when counting) with a deadline. */
+static struct waiter *waiters_park_as(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
+                                      int counting, int64_t at_least, uint32_t timeout_ms, waiter_done_fn done,
+                                      void *owner, size_t *share, uint64_t id, int kind, int *status)
 {
     struct core *core = ns->core;
     if ((*status = core_waiter_take(core, &ns->nwaiters, share)) != CORE_OK)
@@ -188,6 +198,8 @@ struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t
     w->share = share;
     w->id = id;
     w->kind = kind;
+    w->counting = counting;
+    w->at_least = at_least;
     w->timeout_ms = timeout_ms;
     w->next = ns->waiters;
     if (ns->waiters)
@@ -199,6 +211,23 @@ struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t
     stats_inc(core->stats, STAT_WAITS_PARKED);
     stats_inc(core->stats, STAT_WAITERS_CURRENT);
     return w;
+}
+
+/* Park a waiter for keys with a deadline; see waiters.h. */
+struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
+                            uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share, uint64_t id,
+                            int kind, int *status)
+{
+    return waiters_park_as(ns, keys, klens, n, 0, 0, timeout_ms, done, owner, share, id, kind, status);
+}
+
+/* Park a waiter until key holds a count of at least at_least; see waiters.h. */
+struct waiter *waiters_park_count(struct ns *ns, const char *key, size_t klen, int64_t at_least,
+                                  uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share,
+                                  uint64_t id, int kind, int *status)
+{
+    const char *keys[1] = {key};
+    return waiters_park_as(ns, keys, &klen, 1, 1, at_least, timeout_ms, done, owner, share, id, kind, status);
 }
 
 /* Free a waiter without calling done (its owner went away). */

@@ -1,8 +1,9 @@
 /*
- * Parked requests waiting for keys to exist.  Front ends (the native
- * protocol, later others) park with a done callback and an owner pointer;
- * the waiter completes after the set that supplies its last missing key, on
- * its deadline, or on shutdown.  Completions after a set run from a wake
+ * Parked requests waiting for keys to exist, or for one key's count to reach
+ * a number (TCPStore's BARRIER: arrivals added to the key's decimal text).
+ * Front ends (native, TCPStore) park with a done callback and an owner
+ * pointer; the waiter completes after the set that supplies its last
+ * missing key (or the count), on its deadline, or on shutdown.  Completions after a set run from a wake
  * call deferred to a later callback of the same loop iteration, so the request that
  * made the set is answered before the waiters it released.
  */
@@ -35,6 +36,8 @@ struct waiter {
     uint64_t id;     /* the front end's request id */
     int kind;        /* the front end's tag for what to answer */
     uint32_t timeout_ms;
+    int counting;       /* waiters_park_count's: its one key must hold a count of at least at_least */
+    int64_t at_least;
     size_t nkeys, missing;
     char **keys;     /* copies, NUL-terminated */
     size_t *klens;
@@ -51,6 +54,11 @@ struct waiter {
 struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
                             uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share, uint64_t id,
                             int kind, int *status);
+/* Park a waiter until key holds decimal int64 text of at least at_least (it is re-checked at every set of
+ * the key, from any front end); otherwise as waiters_park. */
+struct waiter *waiters_park_count(struct ns *ns, const char *key, size_t klen, int64_t at_least,
+                                  uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share,
+                                  uint64_t id, int kind, int *status);
 /* Free a waiter without calling done (its owner went away). */
 void waiters_cancel(struct waiter *w);
 /* A key was set: count it off for every waiter missing it, completing those with nothing left. */

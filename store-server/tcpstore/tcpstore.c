@@ -421,11 +421,10 @@ static int tcpstore_check_options(const struct options *o)
     return 0;
 }
 
-/* The namespace's change hook: release parked BARRIER callers, then tell watchers. */
+/* The namespace's change hook: tell WATCH_KEY watchers. */
 static void tcpstore_key_changed(void *arg, enum ks_change what, const char *key, size_t klen,
                                  const struct ks_entry *e)
 {
-    tspark_key_changed(arg, what, key, klen, e);
     tswatch_key_changed(arg, what, key, klen, e);
 }
 

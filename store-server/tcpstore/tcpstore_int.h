@@ -51,14 +51,11 @@ struct ts_qlink {
 
 struct ts_park {
     struct ts_conn *c;
-    struct waiter *w;       /* WAIT: the core waiter on keys absent from the keyspace */
+    struct waiter *w;       /* the core waiter: WAIT's on keys absent from the keyspace, BARRIER's on a count */
     size_t n;               /* WAIT: its keys (taken from the request) */
     char **keys;
     size_t *klens;
     struct ts_qlink *qlinks; /* WAIT: one per key, linked while the key is missing */
-    struct ts_bkey *bk;     /* BARRIER: the key it waits on */
-    int64_t world_size;
-    struct ts_park *bprev, *bnext;
 };
 
 /* One queued value. */
@@ -74,14 +71,6 @@ struct tsq {
     struct ts_qitem *head, *tail;
     size_t len;
     struct ts_qlink *whead, *wtail;
-    size_t klen;
-    char key[];
-};
-
-/* A barrier key with the BARRIER callers parked on it. */
-struct ts_bkey {
-    UT_hash_handle hh;
-    struct ts_park *head;
     size_t klen;
     char key[];
 };
@@ -114,7 +103,6 @@ struct tcpstore {
     struct ts_conn *conns;
     size_t nconns;
     struct tsq *queues;
-    struct ts_bkey *bkeys;
     struct ts_wkey *wkeys;
     uint64_t queue_items, queue_bytes;
     uint64_t next_id;
@@ -157,8 +145,6 @@ int tspark_queue_push(struct ts_conn *c, const char *key, size_t klen, uint8_t *
 void tspark_queue_pop(struct ts_conn *c, const char *key, size_t klen);
 /* The length of the queue at key. */
 size_t tspark_queue_len(struct tcpstore *ts, const char *key, size_t klen);
-/* A key changed (from the namespace hook): release BARRIER callers its count now satisfies. */
-void tspark_key_changed(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e);
 /* Free every queue and barrier key (at exit; parked callers are gone by then). */
 void tspark_fini(struct tcpstore *ts);
 

@@ -13,10 +13,11 @@
  * one value to several poppers).  For that each WAIT is also linked, per
  * missing key, into that key's queue entry.
  *
- * BARRIER counts arrivals in the decimal text of the key itself.  Parked
- * callers are released by the namespace's change hook whenever that count
- * reaches their world size, whoever wrote it: a native `muster add` counts
- * as an arrival too.
+ * BARRIER counts arrivals in the decimal text of the key itself and parks
+ * a counting core waiter (waiters_park_count) until that count reaches the
+ * caller's world size, whoever wrote it: a native `muster add` counts as an
+ * arrival too.  So every TCPStore park is a core waiter, like a native one:
+ * the same budget, deadline, drain and wake.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 #define TSPARK_FOREVER_MS UINT32_MAX
 
 static void tspark_waiter_done(struct waiter *w, int status);
+static int tspark_bar_park(struct ts_conn *c, const char *key, size_t klen, int64_t world_size);
 
 /* The queue entry of key, created when asked and absent; NULL when absent or out of memory. */
 static struct tsq *tspark_q(struct tcpstore *ts, const char *key, size_t klen, int create)
@@ -141,33 +143,12 @@ static void tspark_unlink(struct ts_park *p)
     }
 }
 
-/* Take a BARRIER caller off its key's list, dropping the list when it empties. */
-static void tspark_bar_unlink(struct ts_park *p)
-{
-    struct ts_bkey *bk = p->bk;
-    struct tcpstore *ts = p->c->ts;
-    if (p->bprev)
-        p->bprev->bnext = p->bnext;
-    else
-        bk->head = p->bnext;
-    if (p->bnext)
-        p->bnext->bprev = p->bprev;
-    if (!bk->head) {
-        HASH_DEL(ts->bkeys, bk);
-        free(bk);
-    }
-    p->bk = NULL;
-    core_waiter_put(&ts->srv->core, &ts->ns->nwaiters, NULL);
-}
-
 /* Free a park and everything it holds; its connection no longer has one. */
 static void tspark_free(struct ts_park *p)
 {
     if (p->w)
         waiters_cancel(p->w);
     tspark_unlink(p);
-    if (p->bk)
-        tspark_bar_unlink(p);
     for (size_t i = 0; i < p->n; i++)
         free(p->keys[i]);
     free(p->keys);
@@ -315,39 +296,6 @@ size_t tspark_queue_len(struct tcpstore *ts, const char *key, size_t klen)
     return q ? q->len : 0;
 }
 
-/* Park c as a BARRIER caller on key until the count reaches world_size; 0 or -1. */
-static int tspark_bar_park(struct ts_conn *c, const char *key, size_t klen, int64_t world_size)
-{
-    struct tcpstore *ts = c->ts;
-    struct ts_bkey *bk = NULL;
-    struct ts_park *p = NULL;
-    if (core_waiter_take(&ts->srv->core, &ts->ns->nwaiters, NULL) != MUSTER__STATUS__OK)
-        return -1;
-    HASH_FIND(hh, ts->bkeys, key, klen, bk);
-    if (!bk && (bk = calloc(1, sizeof *bk + klen + 1))) {
-        memcpy(bk->key, key, klen);
-        bk->klen = klen;
-        HASH_ADD_KEYPTR(hh, ts->bkeys, bk->key, klen, bk);
-    }
-    if (!bk || !(p = calloc(1, sizeof *p))) {
-        if (bk && !bk->head) {
-            HASH_DEL(ts->bkeys, bk);
-            free(bk);
-        }
-        core_waiter_put(&ts->srv->core, &ts->ns->nwaiters, NULL);
-        return -1;
-    }
-    p->c = c;
-    p->world_size = world_size;
-    p->bk = bk;
-    p->bnext = bk->head;
-    if (bk->head)
-        bk->head->bprev = p;
-    bk->head = p;
-    c->park = p;
-    return 0;
-}
-
 /* BARRIER: count the arrival at key; answer or park c. */
 void tspark_barrier(struct ts_conn *c, const char *key, size_t klen, int64_t world_size)
 {
@@ -360,6 +308,24 @@ void tspark_barrier(struct ts_conn *c, const char *key, size_t klen, int64_t wor
         tscodec_put_u8(&c->sink, TS_STOP_WAITING);
     else if (tspark_bar_park(c, key, klen, world_size) != 0)
         tcpstore_fail(c, STAT_TS_LIMIT_STORE, "cannot park a barrier (--max-waiters or memory)");
+}
+
+/* Park c as a BARRIER caller until key's count reaches world_size; 0, or -1 at a limit or out of memory. */
+static int tspark_bar_park(struct ts_conn *c, const char *key, size_t klen, int64_t world_size)
+{
+    int st;
+    struct ts_park *p = calloc(1, sizeof *p);
+    if (!p)
+        return -1;
+    p->c = c;
+    p->w = waiters_park_count(c->ts->ns, key, klen, world_size, TSPARK_FOREVER_MS, tspark_waiter_done, p, NULL,
+                              c->life.id, 0, &st);
+    if (!p->w) {
+        free(p);
+        return -1;
+    }
+    c->park = p;
+    return 0;
 }
 
 /* CANCEL_WAIT: drop c's parked request and answer WAIT_CANCELED. */
@@ -381,42 +347,7 @@ void tspark_abandon(struct ts_conn *c)
     }
 }
 
-/* Parse a stored count (strict decimal int64 text); 0 on success. */
-static int tspark_count(const struct ks_entry *e, int64_t *out)
-{
-    char buf[24];
-    if (!e || e->vlen == 0 || e->vlen >= sizeof buf)
-        return -1;
-    memcpy(buf, ks_val(e), e->vlen);
-    buf[e->vlen] = 0;
-    char *end;
-    long long v = strtoll(buf, &end, 10);
-    if (*end)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* A key changed (from the namespace hook): release BARRIER callers its count now satisfies. */
-void tspark_key_changed(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
-{
-    struct tcpstore *ts = arg;
-    struct ts_bkey *bk = NULL;
-    int64_t count;
-    if (what != KS_SET || !ts->bkeys)
-        return;
-    HASH_FIND(hh, ts->bkeys, key, klen, bk);
-    if (!bk || tspark_count(e, &count) != 0)
-        return;
-    /* Releasing the last caller frees bk; next is read before that. */
-    for (struct ts_park *p = bk->head, *next; p; p = next) {
-        next = p->bnext;
-        if (count >= p->world_size)
-            tspark_release(p);
-    }
-}
-
-/* Free every queue and barrier key (at exit; parked callers are gone by then). */
+/* Free every queue (at exit; parked callers are gone by then). */
 void tspark_fini(struct tcpstore *ts)
 {
     struct tsq *q, *qt;
@@ -429,10 +360,5 @@ void tspark_fini(struct tcpstore *ts)
         }
         HASH_DEL(ts->queues, q);
         free(q);
-    }
-    struct ts_bkey *bk, *bt;
-    HASH_ITER(hh, ts->bkeys, bk, bt) {
-        HASH_DEL(ts->bkeys, bk);
-        free(bk);
     }
 }

@@ -241,22 +241,18 @@ static size_t tf_consume(struct fz_net *net, int i)
     return net->c[i].nin;
 }
 
-/* Abort unless the front end holds no connection, parked request or queue waiter. */
+/* Abort unless the front end holds no connection, parked request (WAIT or BARRIER: core waiters) or queue
+ * waiter. */
 static void tf_check(struct server *srv)
 {
     struct tcpstore *ts = srv->tcpstore;
     struct tsq *q, *qt;
-    struct ts_bkey *bk, *bt;
     if (srv->nconns || srv->core.nwaiters || ts->nconns || ts->conns || srv->stats.c[STAT_TS_CURRENT])
         abort();
     if (ts->ns->nwaiters || ts->ns->waiters || ts->ns->wkeys)
         abort();
     HASH_ITER(hh, ts->queues, q, qt) {
         if (q->whead || q->wtail)
-            abort();
-    }
-    HASH_ITER(hh, ts->bkeys, bk, bt) {
-        if (bk->head)
             abort();
     }
 }

@@ -591,6 +591,37 @@ static void t_waiters(void *unused)
     t_world_fini(&w);
 }
 
+/* A counting waiter (TCPStore's BARRIER) wakes when its key's count reaches its number, whoever adds or
+ * sets it; a value that is not a count keeps it parked; waiters of lower numbers wake first. */
+static void t_count_waiters(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_wait two = {0}, three = {0};
+    int64_t n;
+    int st;
+    t_world_init(&w, 0);
+    CHECK_EQ(ks_add(&w.ns->ks, "bar", 3, 1, &n), MUSTER__STATUS__OK);
+    CHECK(waiters_park_count(w.ns, "bar", 3, 2, 1000, t_wait_done, &two, NULL, 1, 0, &st) != NULL);
+    CHECK(waiters_park_count(w.ns, "bar", 3, 3, 1000, t_wait_done, &three, NULL, 2, 0, &st) != NULL);
+    t_turn();
+    CHECK_EQ(two.done + three.done, 0); /* the key exists, but its count is 1 */
+    CHECK_EQ(ks_add(&w.ns->ks, "bar", 3, 1, &n), MUSTER__STATUS__OK);
+    t_turn();
+    CHECK_EQ(two.done, 1);
+    CHECK_EQ(two.status, MUSTER__STATUS__OK);
+    CHECK_EQ(three.done, 0); /* re-parked on the key: 2 < 3 */
+    CHECK_EQ(ks_set(&w.ns->ks, "bar", 3, (uint8_t *)"x", 1, 0), MUSTER__STATUS__OK);
+    t_turn();
+    CHECK_EQ(three.done, 0); /* not a count */
+    CHECK_EQ(ks_set(&w.ns->ks, "bar", 3, (uint8_t *)"7", 1, 0), MUSTER__STATUS__OK);
+    t_turn();
+    CHECK_EQ(three.done, 1);
+    CHECK_EQ(three.status, MUSTER__STATUS__OK);
+    CHECK_EQ(w.core.nwaiters, 0);
+    t_world_fini(&w);
+}
+
 /* The parked-request budget: the namespace's share runs out with LIMIT, counted. */
 static void t_budget(void *unused)
 {
@@ -802,6 +833,7 @@ int main(void)
     H_RUN(t_rdzv_shutdown, NULL);
     H_RUN(t_barrier, NULL);
     H_RUN(t_waiters, NULL);
+    H_RUN(t_count_waiters, NULL);
     H_RUN(t_budget, NULL);
     H_RUN(t_watch_fanout, NULL);
     H_RUN(t_watch_remove, NULL);
