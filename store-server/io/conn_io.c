@@ -100,9 +100,14 @@ static void conn_io_flush(struct conn_io *io)
         return;
     }
     int left = evbuffer_get_length(io->out) > 0;
-    if (left && !io->writing)
+    /* Added on every flush that leaves bytes, not only when the flag says it is not: libevent ignores
+     * event_add on an event that is active, and wev is active when output queued from elsewhere kicked
+     * it (conn_io_kick) and a read callback flushes first.  That add did nothing, the kick's callback
+     * then found the flag set, and the output stayed unwritten with no write event, so a peer that went
+     * away was never seen either.  Adding an event that is already added costs no system call. */
+    if (left)
         event_add(io->wev, NULL);
-    else if (!left && io->writing)
+    else if (io->writing)
         event_del(io->wev);
     io->writing = left;
     io->ops->written(io);
