@@ -125,12 +125,8 @@ int daemon_start(struct server *srv)
         log_msg(LOG_ERROR, "cannot install signal handlers");
         return EX_OSERR;
     }
-    const char *pf = srv->opt.port_file;
-    if (pf && *pf && server_write_port_file(pf, listener_port(srv->listeners[0])) != 0) {
-        log_msg(LOG_ERROR, "cannot write port file %s: %s", pf, strerror(errno));
-        return EX_CANTCREAT;
-    }
-    return metrics_start(srv);
+    rc = server_write_port_file(srv->opt.port_file, listener_port(srv->listeners[0]));
+    return rc ? rc : metrics_start(srv);
 }
 
 /* Run the loop until drained; returns the exit status. */

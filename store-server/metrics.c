@@ -374,11 +374,7 @@ int metrics_start(struct server *srv)
     }
     m->port = metrics_bound_port(m->sock);
     log_msg(LOG_INFO, "metrics and health on http://%s:%u/metrics (unauthenticated)", host, m->port);
-    if (o->metrics_port_file && *o->metrics_port_file && server_write_port_file(o->metrics_port_file, m->port) != 0) {
-        log_msg(LOG_ERROR, "cannot write metrics port file %s: %s", o->metrics_port_file, strerror(errno));
-        return EX_CANTCREAT;
-    }
-    return 0;
+    return server_write_port_file(o->metrics_port_file, m->port);
 }
 
 /* Stop serving HTTP and free the endpoint; safe when never started. */

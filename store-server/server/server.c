@@ -5,9 +5,16 @@
  */
 #include "server.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <stdio.h>
+#include <string.h>
+#include <sysexits.h>
 #include <unistd.h>
+
+#include "log.h"
+
+static int server_port_file_put(const char *path, uint16_t port);
 
 /* Start draining through the root's hook (a layer never names the layers a drain touches). */
 void server_drain(struct server *srv, const char *reason)
@@ -42,8 +49,20 @@ struct core *server_core(struct server *srv)
     return &srv->core;
 }
 
-/* Write a port atomically (temp file, then rename) so readers never see half a line; 0 on success. */
+/* Write port to path (nothing when path is NULL or empty) atomically, a temp file then a rename, so readers
+ * never see half a line; 0, or EX_CANTCREAT after logging why. */
 int server_write_port_file(const char *path, uint16_t port)
+{
+    if (!path || !*path)
+        return 0;
+    if (server_port_file_put(path, port) == 0)
+        return 0;
+    log_msg(LOG_ERROR, "cannot write port file %s: %s", path, strerror(errno));
+    return EX_CANTCREAT;
+}
+
+/* Write port to path through a temp file and a rename; 0 on success. */
+static int server_port_file_put(const char *path, uint16_t port)
 {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());

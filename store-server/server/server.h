@@ -61,7 +61,8 @@ void server_conn_gone(struct server *srv);
 /* The state's core with its limits and counters taken from the options (tests make a server without
  * daemon_init; the hooks are filled by daemon_init). */
 struct core *server_core(struct server *srv);
-/* Write a port atomically (temp file, then rename) so readers never see half a line; 0 on success. */
+/* Write port to path (nothing when path is NULL or empty) atomically, a temp file then a rename, so readers
+ * never see half a line; 0, or EX_CANTCREAT after logging why. */
 int server_write_port_file(const char *path, uint16_t port);
 
 #endif

@@ -477,11 +477,8 @@ int tcpstore_start(struct server *srv)
         return rc;
     if ((rc = listener_open_with(srv, o->tcpstore_listen, tcpstore_accept, &ts->listener)) != 0)
         return rc;
-    const char *pf = o->tcpstore_port_file;
-    if (pf && *pf && server_write_port_file(pf, listener_port(ts->listener)) != 0) {
-        log_msg(LOG_ERROR, "cannot write port file %s", pf);
-        return EX_CANTCREAT;
-    }
+    if ((rc = server_write_port_file(o->tcpstore_port_file, listener_port(ts->listener))) != 0)
+        return rc;
     log_msg(LOG_INFO, "TCPStore listener on %s, namespace '%s'; max-key=%llu max-value=%llu max-keys=%llu",
             listener_name(ts->listener), ts->ns->name, (unsigned long long)o->tcpstore_max_key,
             (unsigned long long)o->tcpstore_max_value, (unsigned long long)o->tcpstore_max_keys);
