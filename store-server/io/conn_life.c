@@ -12,7 +12,7 @@
  *                    waiting on the server is not idle), and
  *                    --request-timeout for a request left incomplete
  *   flushing         --slow-timeout (--drain-timeout while draining)
- *   lingering        LIFE_LINGER_MS for the peer's EOF (a fifth of it
+ *   lingering        --linger-timeout for the peer's EOF (a fifth of it
  *                    while draining)
  *
  * A closing connection shuts its write side and reads until the peer's EOF
@@ -35,9 +35,6 @@
 #include "log.h"
 #include "persist.h"
 #include "server.h"
-
-/* How long a closing connection waits for the peer's EOF after its last bytes. */
-#define LIFE_LINGER_MS 1000
 
 static void conn_life_arm(struct conn_life *l);
 static void conn_life_timer_cb(evutil_socket_t fd, short what, void *arg);
@@ -126,7 +123,7 @@ static uint64_t conn_life_deadline(const struct conn_life *l)
     case LIFE_FLUSHING:
         return l->state_ms + (srv->draining ? o->drain_timeout : o->slow_timeout);
     case LIFE_LINGER:
-        return l->state_ms + (srv->draining ? LIFE_LINGER_MS / 5 : LIFE_LINGER_MS);
+        return l->state_ms + (srv->draining ? o->linger_timeout / 5 : o->linger_timeout);
     case LIFE_DEAD:
         return 0;
     }

@@ -96,6 +96,9 @@ static const struct opt_row opt_rows[] = {
      "else at least max-frame + max-output)", STAT_LIMIT_BUFFER_MEMORY, NOCAP, 0},
     {"slow-timeout", "MUSTER_SLOW_TIMEOUT", OPT_UINT, UNIT_MS, "30000", OFF(slow_timeout),
      "close a connection whose output stays above max-output this long", STAT_LIMIT_OUTPUT, U32, 0},
+    {"linger-timeout", "MUSTER_LINGER_TIMEOUT", OPT_UINT, UNIT_MS, "1000", OFF(linger_timeout),
+     "after a closing connection's last bytes, wait this long for the peer's EOF (a fifth of it while "
+     "draining) so unread input does not turn the close into a reset", -1, U32, 0},
     {"hello-timeout", "MUSTER_HELLO_TIMEOUT", OPT_UINT, UNIT_MS, "10000", OFF(hello_timeout),
      "close a connection that has not completed hello within this time", STAT_HELLO_TIMEOUT, U32, 0},
     {"idle-timeout", "MUSTER_IDLE_TIMEOUT", OPT_UINT, UNIT_MS, "0", OFF(idle_timeout),

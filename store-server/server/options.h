@@ -38,6 +38,7 @@ struct options {
     uint64_t max_output;
     uint64_t max_buffer_memory;
     uint64_t slow_timeout;
+    uint64_t linger_timeout;
     uint64_t hello_timeout;
     uint64_t idle_timeout;
     uint64_t request_timeout;
