@@ -293,11 +293,13 @@ def t_torchrun(d):
     """torchrun's c10d rendezvous with --rdzv_endpoint at musterd (the agent is only a client)."""
     script = os.path.join(d.dir, "job.py")
     with open(script, "w") as f:
-        f.write("import torch, torch.distributed as dist\n"
+        # Both workers share the agent's stdout: one os.write of a short line is atomic on a pipe,
+        # where print() may hand the words over separately and interleave them with the other rank's.
+        f.write("import os, torch, torch.distributed as dist\n"
                 "dist.init_process_group('gloo')\n"
                 "t = torch.tensor([float(dist.get_rank() + 1)])\n"
                 "dist.all_reduce(t)\n"
-                "print('rank', dist.get_rank(), 'sum', t.item(), flush=True)\n")
+                "os.write(1, f'rank {dist.get_rank()} sum {t.item()}\\n'.encode())\n")
     for attempt in range(2):
         # A fresh run id per attempt: a failed agent closes its rendezvous for good.
         run_id = f"job7-{attempt}"
@@ -313,7 +315,8 @@ def t_torchrun(d):
         # not the store's), so that one failure is tried once more.
         if r.returncode == 0 or "Address already in use" not in out:
             break
-    ok = check(r.returncode == 0 and "sum 3.0" in out, "torchrun job all-reduced to 3.0")
+    ok = check(r.returncode == 0 and "rank 0 sum 3.0" in out and "rank 1 sum 3.0" in out,
+               "torchrun job all-reduced to 3.0 on both ranks")
     rc, keys = cli(d, "keys", f"/torch.rendezvous.{run_id}")
     ok = check(rc == 0 and f"/torch.rendezvous.{run_id}".encode() in keys,
                f"rendezvous state is in musterd: {keys!r}") and ok
