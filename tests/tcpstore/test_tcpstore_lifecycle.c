@@ -3,13 +3,14 @@
  * a client that closes while its input is held unread behind a parked WAIT
  * or BARRIER is noticed at once (its connection, fd and parked request are
  * released and counted, so --max-connections is not exhausted by the
- * dead), and the native connections' idle and request timeouts apply to
- * TCPStore connections too.
+ * dead), also when it resets instead of closing, and the native
+ * connections' idle and request timeouts apply to TCPStore connections too.
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -100,6 +101,47 @@ static void t_close_while_held(void *arg)
     CHECK_EQ(h_stop(&d), 0);
 }
 
+/* Clients that reset (close with SO_LINGER 0) while their input is held behind a parked request are
+ * released like ones that close: epoll reports a reset as an error and a hang-up, not the read-side
+ * hang-up a FIN gives, and the slots must still come back with the parked requests counted. */
+static void t_reset_while_held(void *arg)
+{
+    (void)arg;
+    struct h_daemon d;
+    const char *extra[] = {"--max-connections", "2", NULL};
+    uint16_t port = tsw_start(&d, extra);
+    CHECK(port);
+    if (!port)
+        return;
+    int fds[2];
+    for (int i = 0; i < 2; i++) {
+        fds[i] = tsw_open(port);
+        CHECK(fds[i] >= 0);
+        int st = 0;
+        pid_t pid = park_with_backlog(fds[i], i);
+        CHECK_EQ(waitpid(pid, &st, 0), pid);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    CHECK(tsw_quiet(fds[0], 300));
+    long long ab0 = h_stat(&d, "tcpstore_waits_abandoned");
+    for (int i = 0; i < 2; i++) {
+        struct linger lg = {1, 0};
+        CHECK_EQ(setsockopt(fds[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+        close(fds[i]);
+    }
+    CHECK_EQ(stat_becomes(&d, "tcpstore_connections_current", 0, T_MS), 0);
+    CHECK_EQ(h_stat(&d, "tcpstore_waits_abandoned"), ab0 + 2);
+    int fresh = tsw_open(port);
+    CHECK_EQ(tsw_req(fresh, TSW_SET, "/after-reset", "ok", NULL), 0);
+    size_t n = 0;
+    CHECK_EQ(tsw_req(fresh, TSW_GET, "/after-reset", NULL), 0);
+    char *v = tsw_blob(fresh, T_MS, &n);
+    CHECK(v && n == 2 && memcmp(v, "ok", 2) == 0);
+    free(v);
+    close(fresh);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 /* Input held behind a parked request is bounded by --tcpstore-max-request: past it the connection is
  * closed and counted, and other clients are served. */
 static void t_held_over_bound(void *arg)
@@ -182,6 +224,7 @@ int main(void)
     h_init("tcpstore-lifecycle", 120);
     signal(SIGPIPE, SIG_IGN);
     H_RUN(t_close_while_held, NULL);
+    H_RUN(t_reset_while_held, NULL);
     H_RUN(t_held_over_bound, NULL);
     H_RUN(t_timeouts, NULL);
     return h_finish();
