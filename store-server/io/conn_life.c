@@ -8,8 +8,9 @@
  *   open, greeting   the first request by greet_ms (--hello-timeout, or
  *                    --tcpstore-validate-timeout once a first byte came)
  *   open, paused     its output read within --slow-timeout
- *   open             --idle-timeout since the last request (a connection
- *                    waiting on the server is not idle), and
+ *   open             --idle-timeout since the last request or reply (a
+ *                    connection waiting on the server is not idle, and
+ *                    the answer that ends its wait starts the count), and
  *                    --request-timeout for a request left incomplete
  *   flushing         --slow-timeout (--drain-timeout while draining)
  *   lingering        --linger-timeout for the peer's EOF (a fifth of it
@@ -107,6 +108,12 @@ int conn_life_live(const struct conn_life *l)
     return l->state == LIFE_OPEN;
 }
 
+/* The later of two times. */
+static uint64_t conn_life_max(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
 /* The next deadline of l's timer in monotonic ms, or 0 for none. */
 static uint64_t conn_life_deadline(const struct conn_life *l)
 {
@@ -118,7 +125,7 @@ static uint64_t conn_life_deadline(const struct conn_life *l)
             return l->paused_ms + o->slow_timeout;
         if (l->greeting)
             return l->greet_ms;
-        return clock_sooner(o->idle_timeout ? l->last_rx_ms + o->idle_timeout : 0,
+        return clock_sooner(o->idle_timeout ? conn_life_max(l->last_rx_ms, l->answer_ms) + o->idle_timeout : 0,
                             l->partial_ms && o->request_timeout ? l->partial_ms + o->request_timeout : 0);
     case LIFE_FLUSHING:
         return l->state_ms + (srv->draining ? o->drain_timeout : o->slow_timeout);
@@ -160,8 +167,9 @@ static void conn_life_timer_cb(evutil_socket_t fd, short what, void *arg)
     } else if (l->partial_ms && srv->opt.request_timeout && l->partial_ms + srv->opt.request_timeout <= now) {
         l->ops->expired(l, LIFE_EXP_REQUEST);
     } else if (l->ops->waiting(l) || evbuffer_get_length(l->io.out)) {
-        /* Silent but waiting on the server, or still taking output: not idle. */
-        l->last_rx_ms = now;
+        /* Silent but waiting on the server, or still taking output: not idle.  last_rx_ms stays (it
+         * dates an incomplete request); the answer that ends the wait moves answer_ms on again. */
+        l->answer_ms = now;
         conn_life_arm(l);
     } else {
         l->ops->expired(l, LIFE_EXP_IDLE);
@@ -172,6 +180,7 @@ static void conn_life_timer_cb(evutil_socket_t fd, short what, void *arg)
 void conn_life_sent(struct conn_life *l, struct evbuffer *out)
 {
     struct server *srv = l->io.srv;
+    l->answer_ms = clock_now_ms();
     conn_io_kick(&l->io);
     if (l->paused || evbuffer_get_length(out) <= srv->opt.max_output)
         return;

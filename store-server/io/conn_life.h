@@ -52,6 +52,7 @@ struct conn_life {
     uint64_t id;         /* the session id in log lines */
     uint64_t state_ms, paused_ms, greet_ms;
     uint64_t last_rx_ms; /* when the last whole request was taken */
+    uint64_t answer_ms;  /* when output was last queued, or the timer last found the connection waiting */
     uint64_t partial_ms; /* when the request now incomplete began, or 0 */
     struct sockaddr_in6 addr; /* the peer's address (an AF_INET one fits too) */
     char peer[64];            /* the same as text, formatted on first use: read it through conn_life_peer() */

@@ -102,7 +102,7 @@ static const struct opt_row opt_rows[] = {
     {"hello-timeout", "MUSTER_HELLO_TIMEOUT", OPT_UINT, UNIT_MS, "10000", OFF(hello_timeout),
      "close a connection that has not completed hello within this time", STAT_HELLO_TIMEOUT, U32, 0},
     {"idle-timeout", "MUSTER_IDLE_TIMEOUT", OPT_UINT, UNIT_MS, "0", OFF(idle_timeout),
-     "close a connection silent this long with nothing pending (0 = never)", STAT_IDLE_CLOSED, U32, 0},
+     "close a connection with no request or reply this long and nothing pending (0 = never)", STAT_IDLE_CLOSED, U32, 0},
     {"tcp-keepalive", "MUSTER_TCP_KEEPALIVE", OPT_UINT, UNIT_MS, "10000", OFF(tcp_keepalive),
      "close a connection whose peer vanished without a FIN within about this long (keepalive probes; "
      "TCP_USER_TIMEOUT of the larger of this and slow-timeout; 0 = the kernel's defaults)", -1, U32, 0},

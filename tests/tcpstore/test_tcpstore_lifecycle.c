@@ -219,6 +219,39 @@ static void t_timeouts(void *arg)
     CHECK_EQ(h_stop(&d), 0);
 }
 
+/* The idle count of a connection whose parked WAIT was answered starts at the answer: the timer that
+ * found it waiting a while before must not close it as idle right after its reply. */
+static void t_idle_after_wait(void *arg)
+{
+    (void)arg;
+    enum { MS = 600 };
+    struct h_daemon d;
+    const char *extra[] = {"--idle-timeout", "600", NULL};
+    uint16_t port = tsw_start(&d, extra);
+    CHECK(port);
+    if (!port)
+        return;
+    int parked = tsw_open(port);
+    struct tsw_buf b = {0};
+    tsw_u8(&b, TSW_WAIT);
+    tsw_u64(&b, 1);
+    tsw_str(&b, "/answered");
+    CHECK_EQ(tsw_send(parked, &b), 0);
+    tsw_free(&b);
+    /* Past the first idle deadline (the timer finds the WAIT parked), short of the second one. */
+    CHECK(tsw_quiet(parked, MS * 5 / 3));
+    int setter = tsw_open(port);
+    CHECK_EQ(tsw_req(setter, TSW_SET, "/answered", "1", NULL), 0);
+    CHECK_EQ(tsw_byte(parked, 3 * MS), 0); /* STOP_WAITING */
+    int64_t answered = h_now_ms();
+    CHECK(tsw_quiet(parked, MS / 2)); /* not idle yet: the count began at the answer */
+    CHECK(tsw_closed(parked, 3 * MS)); /* then idle */
+    CHECK(h_now_ms() - answered >= MS - 50);
+    close(parked);
+    close(setter);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 int main(void)
 {
     h_init("tcpstore-lifecycle", 120);
@@ -227,5 +260,6 @@ int main(void)
     H_RUN(t_reset_while_held, NULL);
     H_RUN(t_held_over_bound, NULL);
     H_RUN(t_timeouts, NULL);
+    H_RUN(t_idle_after_wait, NULL);
     return h_finish();
 }
