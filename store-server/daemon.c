@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "barrier.h"
+#include "clock.h"
 #include "conn.h"
 #include "core_event.h"
 #include "listener.h"
@@ -186,11 +187,9 @@ static void daemon_drain(struct server *srv, const char *reason)
             conn_push_event(c, &ev);
         conn_finish(c);
     }
-    uint64_t ms = srv->opt.drain_timeout;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
     srv->drain_timer = evtimer_new(srv->base, daemon_drain_timeout_cb, srv);
     if (srv->drain_timer)
-        evtimer_add(srv->drain_timer, &tv);
+        clock_timer_in(srv->drain_timer, srv->opt.drain_timeout);
     server_conn_gone(srv);
 }
 

@@ -24,9 +24,15 @@ void clock_timer_at(struct event *timer, uint64_t at)
         evtimer_del(timer);
         return;
     }
-    uint64_t now = clock_now_ms(), ms = at > now ? at - now : 0;
+    uint64_t now = clock_now_ms();
+    clock_timer_in(timer, at > now ? at - now : 0);
+}
+
+/* Arm ev (a timer or an event with a timeout) to fire ms milliseconds from now. */
+void clock_timer_in(struct event *ev, uint64_t ms)
+{
     struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    evtimer_add(timer, &tv);
+    event_add(ev, &tv);
 }
 
 /* The sooner of two deadlines, where 0 is none. */

@@ -8,6 +8,8 @@ struct event;
 
 /* Milliseconds on the monotonic clock. */
 uint64_t clock_now_ms(void);
+/* Arm ev (a timer or an event with a timeout) to fire ms milliseconds from now. */
+void clock_timer_in(struct event *ev, uint64_t ms);
 /* Arm timer to fire at monotonic time at (ms), or disarm it when at is 0. */
 void clock_timer_at(struct event *timer, uint64_t at);
 /* The sooner of two deadlines, where 0 is none. */

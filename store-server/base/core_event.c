@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 
 _Static_assert((int)CORE_LOG_ERROR == (int)LOG_ERROR && (int)CORE_LOG_WARN == (int)LOG_WARN &&
@@ -57,8 +58,7 @@ static struct core_timer *core_event_new(void *ctx, core_timer_fn fn, void *arg)
 /* Fire ms milliseconds from now. */
 static void core_event_arm(struct core_timer *t, uint64_t ms)
 {
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    evtimer_add(core_event_of(t), &tv);
+    clock_timer_in(core_event_of(t), ms);
 }
 
 /* Run the callback later in this loop turn. */

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ha_etcd.h"
 #include "ha_log.h"
 #include "log.h"
@@ -82,8 +83,7 @@ static uint64_t ha_fresh_ms(const struct ha *ha)
 /* Run the timer once after ms. */
 static void ha_after(struct ha *ha, uint64_t ms)
 {
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    event_add(ha->timer, &tv);
+    clock_timer_in(ha->timer, ms);
 }
 
 /* Stop following the leader key. */

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "ha_etcd.h"
 #include "ha_snap.h"
 #include "log.h"
@@ -94,8 +95,7 @@ static uint64_t ha_log_us(void)
 /* Run ev after ms. */
 static void ha_log_after(struct event *ev, unsigned ms)
 {
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    event_add(ev, &tv);
+    clock_timer_in(ev, ms);
 }
 
 /* --------------------------------------------------------------- replay */

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sysexits.h>
 
+#include "clock.h"
 #include "log.h"
 #include "server.h"
 #include "tcpka.h"
@@ -108,9 +109,7 @@ static void listener_error_cb(struct evconnlistener *evl, void *arg)
         log_msg(LOG_WARN, "accept on %s: %s; pausing %llu ms", l->name, strerror(err),
                 (unsigned long long)l->srv->opt.emfile_retry_ms);
         evconnlistener_disable(evl);
-        uint64_t ms = l->srv->opt.emfile_retry_ms;
-        struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-        evtimer_add(l->retry, &tv);
+        clock_timer_in(l->retry, l->srv->opt.emfile_retry_ms);
         return;
     }
     stats_inc(&l->srv->stats, STAT_ACCEPT_ERRORS);
