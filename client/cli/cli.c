@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -109,6 +110,14 @@ int cli_fail(struct cli *c, int err)
     if (detail[0] && strcmp(detail, base) != 0)
         return cli_error(c, cli_exit_code(err), "%s (%s)", base, detail);
     return cli_error(c, cli_exit_code(err), "%s", base);
+}
+
+/* Milliseconds on the monotonic clock (deadlines of waits, heartbeats, grace periods). */
+uint64_t cli_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* Parse a decimal uint32 (strict: digits only, in range) into *out; 0 on success. */

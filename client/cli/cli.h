@@ -87,6 +87,8 @@ int cli_exit_code(int err);
 int cli_fail(struct cli *c, int err);
 /* Print "muster: VERB: message" and return status. */
 int cli_error(struct cli *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Milliseconds on the monotonic clock (deadlines of waits, heartbeats, grace periods). */
+uint64_t cli_now_ms(void);
 /* Parse a decimal uint32 (strict: digits only, in range) into *out; 0 on success. */
 int cli_parse_u32(const char *s, uint32_t *out);
 /* Parse a decimal int64 (optional sign) into *out; 0 on success. */

@@ -25,14 +25,6 @@
 /* Largest reply accepted (the job table of a very busy daemon fits easily). */
 #define STATUS_MAX_REPLY (64u << 20)
 
-/* Milliseconds on the monotonic clock. */
-static int64_t status_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Split "http://HOST:PORT[/]" into host and port; 0 on success. */
 static int status_parse_url(const char *url, char *host, size_t hn, char *port, size_t pn)
 {
@@ -76,7 +68,7 @@ static int status_connect(const char *host, const char *port, int64_t deadline)
         struct pollfd p = {fd, POLLOUT, 0};
         int err = 0;
         socklen_t len = sizeof err;
-        int64_t left = deadline - status_now_ms();
+        int64_t left = deadline - (int64_t)cli_now_ms();
         if ((connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) || left <= 0 ||
             poll(&p, 1, (int)left) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err) {
             close(fd);
@@ -94,7 +86,7 @@ static char *status_read_all(int fd, int64_t deadline)
     char *buf = malloc(cap);
     while (buf) {
         struct pollfd p = {fd, POLLIN, 0};
-        int64_t left = deadline - status_now_ms();
+        int64_t left = deadline - (int64_t)cli_now_ms();
         if (left <= 0 || poll(&p, 1, (int)left) != 1)
             break;
         if (n + 1 >= cap) {
@@ -143,7 +135,7 @@ static int status_fetch(const char *url, const char *job, int json, uint32_t tim
     }
     if (!json)
         strcat(path, "?format=text");
-    int64_t deadline = status_now_ms() + timeout_ms;
+    int64_t deadline = (int64_t)cli_now_ms() + timeout_ms;
     int fd = status_connect(host, port, deadline);
     if (fd < 0)
         return -1;
@@ -204,10 +196,10 @@ int cmd_status(struct cli *c, const struct cli_args *a)
         url = STATUS_DEFAULT_URL;
     if (a->opt[3] && (cli_parse_u32(a->opt[3], &interval) != 0 || interval < 100))
         return cli_error(c, CLI_USAGE, "--interval must be a number of milliseconds, at least 100");
-    int64_t end = c->timeout_set ? status_now_ms() + c->timeout_ms : INT64_MAX;
+    int64_t end = c->timeout_set ? (int64_t)cli_now_ms() + c->timeout_ms : INT64_MAX;
     int rc = status_once(c, url, job, json, watch);
     /* A watch runs until interrupted, or until --timeout when one was given. */
-    while (watch && rc == CLI_OK && status_now_ms() + interval < end) {
+    while (watch && rc == CLI_OK && (int64_t)cli_now_ms() + interval < end) {
         usleep((useconds_t)interval * 1000);
         rc = status_once(c, url, job, json, watch);
     }

@@ -81,22 +81,14 @@ static int sync_print_event(struct cli *c, const muster_event *ev)
     return 1;
 }
 
-/* Monotonic time in milliseconds. */
-static uint64_t sync_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Print events until count have been printed (0 = no limit) or the overall
  * --timeout passes (when given); returns an exit status. */
 static int sync_watch_loop(struct cli *c, muster_t *m, uint32_t count)
 {
-    uint64_t deadline = sync_now_ms() + c->timeout_ms;
+    uint64_t deadline = cli_now_ms() + c->timeout_ms;
     uint32_t seen = 0;
     while (count == 0 || seen < count) {
-        uint64_t now = sync_now_ms();
+        uint64_t now = cli_now_ms();
         if (c->timeout_set && now >= deadline)
             return cli_fail(c, MUSTER_ETIMEDOUT);
         uint64_t slice = SYNC_WATCH_SLICE_MS;

@@ -85,14 +85,6 @@ static volatile sig_atomic_t run_joining;
 static volatile sig_atomic_t run_server_pid;
 static char run_server_files[3][96];
 
-/* Milliseconds on the monotonic clock. */
-static uint64_t run_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* ------------------------------------------------------------- signals */
 
 /* Signal handler: note the signal on the self-pipe, or end a launcher that is only joining. */
@@ -217,7 +209,7 @@ static void run_call_failed(struct run_ctx *c, const char *what, int rc)
 /* Send a heartbeat when one is due. */
 static void run_heartbeat(struct run_ctx *c)
 {
-    if (!c->member || c->conn_lost || run_now_ms() < c->next_hb)
+    if (!c->member || c->conn_lost || cli_now_ms() < c->next_hb)
         return;
     uint32_t every = muster_rdzv_heartbeat_interval(c->m);
     int rc = muster_rdzv_heartbeat(c->m, c->a->generation, every);
@@ -227,7 +219,7 @@ static void run_heartbeat(struct run_ctx *c)
     } else if (rc != MUSTER_OK && rc != MUSTER_ESTALE) {
         run_call_failed(c, "heartbeat", rc);
     }
-    c->next_hb = run_now_ms() + every;
+    c->next_hb = cli_now_ms() + every;
     run_events(c);
 }
 
@@ -279,7 +271,7 @@ static int run_wait_ms(const struct run_ctx *c, uint64_t cap)
 {
     if (!c->member || c->conn_lost)
         return (int)cap;
-    uint64_t now = run_now_ms();
+    uint64_t now = cli_now_ms();
     uint64_t left = c->next_hb > now ? c->next_hb - now : 0;
     return (int)(left < cap ? left : cap);
 }
@@ -369,7 +361,7 @@ static int run_join(struct run_ctx *c, int first)
     }
     c->member = 1;
     c->lost = c->grow = 0;
-    c->next_hb = run_now_ms() + muster_rdzv_heartbeat_interval(c->m);
+    c->next_hb = cli_now_ms() + muster_rdzv_heartbeat_interval(c->m);
     fprintf(stderr, RUN_TAG "generation %" PRIu64 ": node %s (%u of %u nodes), ranks %u-%u of %u\n",
             c->a->generation, c->a->node_id, c->a->node_rank, c->a->num_nodes, c->a->rank_start,
             c->a->rank_start + c->a->local_world_size - 1, c->a->world_size);
@@ -510,9 +502,9 @@ static void run_stop(struct run_ctx *c, int rfd, int sig)
 {
     int sigs_before = c->sig_count;
     run_proc_signal(&c->ws, sig);
-    uint64_t deadline = run_now_ms() + c->cfg.grace_ms;
+    uint64_t deadline = cli_now_ms() + c->cfg.grace_ms;
     while (c->ws.running > 0 && c->sig_count == sigs_before) {
-        uint64_t now = run_now_ms();
+        uint64_t now = cli_now_ms();
         if (now >= deadline)
             break;
         run_heartbeat(c);
@@ -522,8 +514,8 @@ static void run_stop(struct run_ctx *c, int rfd, int sig)
         return;
     fprintf(stderr, RUN_TAG "%d worker(s) still running; sending SIGKILL\n", c->ws.running);
     run_proc_signal(&c->ws, SIGKILL);
-    deadline = run_now_ms() + RUN_KILL_WAIT_MS;
-    while (c->ws.running > 0 && run_now_ms() < deadline)
+    deadline = cli_now_ms() + RUN_KILL_WAIT_MS;
+    while (c->ws.running > 0 && cli_now_ms() < deadline)
         run_pump(c, rfd, 100);
 }
 
