@@ -228,7 +228,7 @@ static int nccl_exchange(muster_t *m, uint64_t generation, const char *name, int
 }
 
 /* Publish this rank's root id if it owns one, then fetch every root's id. */
-MUSTER_API int muster_nccl_exchange_ids(muster_t *m, uint64_t generation, const char *comm_name, int rank,
+int muster_nccl_exchange_ids(muster_t *m, uint64_t generation, const char *comm_name, int rank,
                                         int world_size, int nroots, ncclUniqueId *ids, uint32_t timeout_ms)
 {
     const char *name = comm_name ? comm_name : MUSTER_NCCL_DEFAULT_NAME;
@@ -240,7 +240,7 @@ MUSTER_API int muster_nccl_exchange_ids(muster_t *m, uint64_t generation, const 
 }
 
 /* One root per MUSTER_NCCL_RANKS_PER_ROOT ranks when the loaded NCCL has scalable init, else one. */
-MUSTER_API int muster_nccl_nroots(int world_size)
+int muster_nccl_nroots(int world_size)
 {
     int version = 0;
     if (world_size <= MUSTER_NCCL_RANKS_PER_ROOT)
@@ -275,7 +275,7 @@ static int nccl_settle(ncclComm_t comm, int64_t deadline, struct nccl_watch *w)
 }
 
 /* Wait for the last call on a non-blocking communicator to leave ncclInProgress. */
-MUSTER_API int muster_nccl_comm_wait(ncclComm_t comm, uint32_t timeout_ms)
+int muster_nccl_comm_wait(ncclComm_t comm, uint32_t timeout_ms)
 {
     if (!comm)
         return MUSTER_EINVAL;
@@ -336,7 +336,7 @@ static int nccl_init(ncclComm_t *out, int world, int rank, int nroots, ncclUniqu
 }
 
 /* Pick the device, exchange the ids and initialise the communicator, all under one deadline. */
-MUSTER_API int muster_nccl_comm_init(muster_t *m, uint64_t generation, int rank, int world_size, int local_rank,
+int muster_nccl_comm_init(muster_t *m, uint64_t generation, int rank, int world_size, int local_rank,
                                      const muster_nccl_opts *opts, ncclComm_t *comm, uint32_t timeout_ms)
 {
     const char *name = opts && opts->comm_name ? opts->comm_name : MUSTER_NCCL_DEFAULT_NAME;
@@ -366,7 +366,7 @@ MUSTER_API int muster_nccl_comm_init(muster_t *m, uint64_t generation, int rank,
 }
 
 /* Finalize and destroy a communicator, aborting it when that fails or stalls. */
-MUSTER_API int muster_nccl_comm_destroy(ncclComm_t comm, uint32_t timeout_ms)
+int muster_nccl_comm_destroy(ncclComm_t comm, uint32_t timeout_ms)
 {
     ncclResult_t res;
     int rc;
@@ -402,7 +402,7 @@ static int nccl_env_int(const char *name, long long fallback, long long max, lon
 }
 
 /* Connect to the store named by the launcher's environment and build the world communicator. */
-MUSTER_API int muster_nccl_init_from_env(muster_t **store, ncclComm_t *comm, int *rank, int *world_size,
+int muster_nccl_init_from_env(muster_t **store, ncclComm_t *comm, int *rank, int *world_size,
                                          uint32_t timeout_ms)
 {
     long long r, n, local, gen;

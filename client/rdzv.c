@@ -66,7 +66,7 @@ static void rdzv_remember(muster_t *m, const muster_assignment *a)
 
 /* Join the job's next round and wait (up to timeout_ms, server-enforced)
  * for its assignment; *out is caller-owned (muster_assignment_free). */
-MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
+int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
                                 uint32_t timeout_ms)
 {
     if (!m || !opts || !out)
@@ -102,7 +102,7 @@ MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muste
 }
 
 /* Tell the server this member is alive; MUSTER_ESTALE when its generation broke. */
-MUSTER_API int muster_rdzv_heartbeat(muster_t *m, uint64_t generation, uint32_t timeout_ms)
+int muster_rdzv_heartbeat(muster_t *m, uint64_t generation, uint32_t timeout_ms)
 {
     if (!m)
         return MUSTER_EINVAL;
@@ -123,7 +123,7 @@ MUSTER_API int muster_rdzv_heartbeat(muster_t *m, uint64_t generation, uint32_t 
 }
 
 /* How often to heartbeat (a third of the server's heartbeat timeout), in ms. */
-MUSTER_API uint32_t muster_rdzv_heartbeat_interval(const muster_t *m)
+uint32_t muster_rdzv_heartbeat_interval(const muster_t *m)
 {
     uint32_t t = (m && m->limits.heartbeat_timeout_ms) ? m->limits.heartbeat_timeout_ms : RDZV_DEFAULT_HEARTBEAT_MS;
     return t / 3 > 0 ? t / 3 : 1;
@@ -149,19 +149,19 @@ static int rdzv_leave_as(muster_t *m, int finished, uint32_t timeout_ms)
 }
 
 /* Leave the job; the generation, if running, breaks for the others. */
-MUSTER_API int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms)
+int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms)
 {
     return rdzv_leave_as(m, 0, timeout_ms);
 }
 
 /* Leave the job having finished its work: the generation does not break. */
-MUSTER_API int muster_rdzv_finish(muster_t *m, uint32_t timeout_ms)
+int muster_rdzv_finish(muster_t *m, uint32_t timeout_ms)
 {
     return rdzv_leave_as(m, 1, timeout_ms);
 }
 
 /* Free an assignment; NULL is a no-op. */
-MUSTER_API void muster_assignment_free(muster_assignment *a)
+void muster_assignment_free(muster_assignment *a)
 {
     if (!a)
         return;
