@@ -8,10 +8,11 @@
  *   open, greeting   the first request by greet_ms (--hello-timeout, or
  *                    --tcpstore-validate-timeout once a first byte came)
  *   open, paused     its output read within --slow-timeout
- *   open             --idle-timeout since the last request or reply (a
- *                    connection waiting on the server is not idle, and
- *                    the answer that ends its wait starts the count), and
- *                    --request-timeout for a request left incomplete
+ *   open             --request-timeout for a request left incomplete;
+ *                    otherwise --idle-timeout since the last request or
+ *                    reply (a connection waiting on the server is not
+ *                    idle, and the answer that ends its wait starts the
+ *                    count)
  *   flushing         --slow-timeout (--drain-timeout while draining)
  *   lingering        --linger-timeout for the peer's EOF (a fifth of it
  *                    while draining)
@@ -125,8 +126,10 @@ static uint64_t conn_life_deadline(const struct conn_life *l)
             return l->paused_ms + o->slow_timeout;
         if (l->greeting)
             return l->greet_ms;
-        return clock_sooner(o->idle_timeout ? conn_life_max(l->last_rx_ms, l->answer_ms) + o->idle_timeout : 0,
-                            l->partial_ms && o->request_timeout ? l->partial_ms + o->request_timeout : 0);
+        /* A request under way is not idle: --request-timeout alone bounds it. */
+        if (l->partial_ms && o->request_timeout)
+            return l->partial_ms + o->request_timeout;
+        return o->idle_timeout ? conn_life_max(l->last_rx_ms, l->answer_ms) + o->idle_timeout : 0;
     case LIFE_FLUSHING:
         return l->state_ms + (srv->draining ? o->drain_timeout : o->slow_timeout);
     case LIFE_LINGER:

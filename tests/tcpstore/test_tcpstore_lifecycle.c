@@ -252,6 +252,33 @@ static void t_idle_after_wait(void *arg)
     CHECK_EQ(h_stop(&d), 0);
 }
 
+/* A connection in the middle of a request is not idle: a request begun after the connection's last whole
+ * one is bounded by --request-timeout from its first byte, and closed and counted as such, not as idle. */
+static void t_partial_not_idle(void *arg)
+{
+    (void)arg;
+    enum { MS = 600 };
+    struct h_daemon d;
+    const char *extra[] = {"--idle-timeout", "600", "--request-timeout", "600", NULL};
+    uint16_t port = tsw_start(&d, extra);
+    CHECK(port);
+    if (!port)
+        return;
+    int half = tsw_open(port);
+    CHECK(tsw_quiet(half, MS / 2)); /* half the idle time passes after the handshake */
+    struct tsw_buf b = {0};
+    tsw_u8(&b, TSW_SET);
+    tsw_u64(&b, 10);
+    tsw_raw(&b, "/hal", 4); /* 4 of the key's 10 bytes, then nothing */
+    CHECK_EQ(tsw_send(half, &b), 0);
+    tsw_free(&b);
+    CHECK(tsw_closed(half, 3 * MS));
+    CHECK_EQ(h_stat(&d, "request_timeout"), 1);
+    CHECK_EQ(h_stat(&d, "idle_closed"), 0);
+    close(half);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 int main(void)
 {
     h_init("tcpstore-lifecycle", 120);
@@ -261,5 +288,6 @@ int main(void)
     H_RUN(t_held_over_bound, NULL);
     H_RUN(t_timeouts, NULL);
     H_RUN(t_idle_after_wait, NULL);
+    H_RUN(t_partial_not_idle, NULL);
     return h_finish();
 }
