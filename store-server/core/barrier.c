@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
+#include <utlist.h>
 
 #include "core.h"
 #include "status.h"
@@ -33,12 +34,7 @@ struct barrier {
 static void barrier_free_arrival(struct barrier_arrival *a)
 {
     struct barrier *b = a->b;
-    if (a->prev)
-        a->prev->next = a->next;
-    else
-        b->head = a->next;
-    if (a->next)
-        a->next->prev = a->prev;
+    DL_DELETE(b->head, a);
     if (--b->arrived == 0)
         b->count = 0;
     b->ns->core->hooks.timer_free(a->timer);
@@ -131,11 +127,8 @@ int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count,
     a->id = id;
     a->arrival = ++b->arrived;
     a->timeout_ms = timeout_ms;
-    a->next = b->head;
     b->count = count;
-    if (b->head)
-        b->head->prev = a;
-    b->head = a;
+    DL_PREPEND(b->head, a);
     if (b->arrived == count) {
         barrier_release(b);
         return CORE_OK;

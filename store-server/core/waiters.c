@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
+#include <utlist.h>
 
 #include "core.h"
 #include "status.h"
@@ -40,11 +41,7 @@ static int waiters_link(struct waiter *w, size_t i)
     }
     struct wlink *l = &w->links[i];
     l->wk = wk;
-    l->prev = NULL;
-    l->next = wk->head;
-    if (wk->head)
-        wk->head->prev = l;
-    wk->head = l;
+    DL_PREPEND(wk->head, l);
     w->missing++;
     return 0;
 }
@@ -55,12 +52,7 @@ static void waiters_unlink(struct ns *ns, struct wlink *l)
     struct wkey *wk = l->wk;
     if (!wk)
         return;
-    if (l->prev)
-        l->prev->next = l->next;
-    else
-        wk->head = l->next;
-    if (l->next)
-        l->next->prev = l->prev;
+    DL_DELETE(wk->head, l);
     l->wk = NULL;
     l->prev = l->next = NULL;
     if (!wk->head) {
@@ -75,12 +67,7 @@ static void waiters_unqueue(struct waiter *w)
     struct core *core = w->ns->core;
     if (!w->queued)
         return;
-    if (w->qprev)
-        w->qprev->qnext = w->qnext;
-    else
-        core->wake_queue = w->qnext;
-    if (w->qnext)
-        w->qnext->qprev = w->qprev;
+    DL_DELETE2(core->wake_queue, w, qprev, qnext);
     w->queued = 0;
     w->qprev = w->qnext = NULL;
 }
@@ -93,12 +80,7 @@ static void waiters_free(struct waiter *w)
     waiters_unqueue(w);
     for (size_t i = 0; i < w->nkeys; i++)
         waiters_unlink(ns, &w->links[i]);
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        ns->waiters = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
+    DL_DELETE(ns->waiters, w);
     if (w->timer)
         core->hooks.timer_free(w->timer);
     core_waiter_put(core, &ns->nwaiters, w->share);
@@ -201,10 +183,7 @@ static struct waiter *waiters_park_as(struct ns *ns, const char *const *keys, co
     w->counting = counting;
     w->at_least = at_least;
     w->timeout_ms = timeout_ms;
-    w->next = ns->waiters;
-    if (ns->waiters)
-        ns->waiters->prev = w;
-    ns->waiters = w;
+    DL_PREPEND(ns->waiters, w);
     core->hooks.timer_arm(w->timer, timeout_ms);
     if (waiters_recheck(w) == 0)
         core->hooks.defer(w->timer); /* nothing missing: complete on the next turn */
@@ -262,10 +241,7 @@ static void waiters_enqueue(struct waiter *w)
         return;
     }
     w->queued = 1;
-    w->qnext = core->wake_queue;
-    if (w->qnext)
-        w->qnext->qprev = w;
-    core->wake_queue = w;
+    DL_PREPEND2(core->wake_queue, w, qprev, qnext);
     core->hooks.defer(core->wake);
 }
 

@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <utlist.h>
 
 #include "core.h"
 #include "status.h"
@@ -30,12 +31,7 @@ int watch_full(const struct core *core, const size_t *owner_count)
 /* Unlink w from its namespace list, uncount it and free it. */
 static void watch_free(struct ns *ns, struct watch *w)
 {
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        ns->watches = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
+    DL_DELETE(ns->watches, w);
     if (w->owner_count)
         (*w->owner_count)--;
     ns->core->nwatches--;
@@ -64,10 +60,7 @@ struct watch *watch_add(struct ns *ns, const char *prefix, size_t plen, const st
     w->ops = ops;
     w->owner = owner;
     w->owner_count = owner_count;
-    w->next = ns->watches;
-    if (w->next)
-        w->next->prev = w;
-    ns->watches = w;
+    DL_PREPEND(ns->watches, w);
     if (owner_count)
         (*owner_count)++;
     core->nwatches++;

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <utlist.h>
 
 #include <muster/muster.h>
 
@@ -213,12 +214,7 @@ static void conn_free(struct conn_life *l)
         srv->nrefusing--;
     }
     stats_inc(&srv->stats, STAT_CONN_CLOSED);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        srv->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    DL_DELETE(srv->conns, c);
     conn_life_fini(&c->life);
     free(c);
 }
@@ -553,10 +549,7 @@ static struct conn *conn_new(struct server *srv, int fd, const struct sockaddr *
         return NULL;
     }
     srv->next_session++;
-    c->next = srv->conns;
-    if (srv->conns)
-        srv->conns->prev = c;
-    srv->conns = c;
+    DL_PREPEND(srv->conns, c);
     return c;
 }
 

@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <sysexits.h>
 #include <unistd.h>
+#include <utlist.h>
 
 #include "listener.h"
 #include "clock.h"
@@ -129,12 +130,7 @@ static void tcpstore_free(struct conn_life *l)
     struct server *srv = ts->srv;
     for (size_t i = 0; i < sizeof tcpstore_close_hooks / sizeof tcpstore_close_hooks[0]; i++)
         tcpstore_close_hooks[i](c);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        ts->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    DL_DELETE(ts->conns, c);
     ts->nconns--;
     srv->nconns--;
     srv->stats.c[STAT_TS_CURRENT]--;
@@ -370,10 +366,7 @@ static struct ts_conn *tcpstore_new(struct tcpstore *ts, int fd, const struct so
     c->ts = ts;
     c->req.op = -1;
     c->sink = (struct tscodec_sink){tcpstore_sink_put, c};
-    c->next = ts->conns;
-    if (ts->conns)
-        ts->conns->prev = c;
-    ts->conns = c;
+    DL_PREPEND(ts->conns, c);
     ts->nconns++;
     srv->nconns++;
     return c;

@@ -70,7 +70,7 @@ struct tsq {
     UT_hash_handle hh;
     struct ts_qitem *head, *tail;
     size_t len;
-    struct ts_qlink *whead, *wtail;
+    struct ts_qlink *whead; /* parked WAITs missing the key, oldest first (utlist) */
     size_t klen;
     char key[];
 };
@@ -86,7 +86,7 @@ struct ts_watch {
 /* A watched key: its registrations and the value it last held (sent as a change's old value). */
 struct ts_wkey {
     UT_hash_handle hh;
-    struct ts_watch *head, *tail;
+    struct ts_watch *head; /* utlist, oldest first */
     uint8_t *val; /* malloc'd; NULL when empty or absent */
     size_t vlen;
     int present;  /* the key exists */

@@ -21,6 +21,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <utlist.h>
 
 #include "log.h"
 #include "muster.pb-c.h"
@@ -112,12 +113,7 @@ static int tspark_link(struct ts_park *p)
         struct ts_qlink *l = &p->qlinks[i];
         l->p = p;
         l->q = q;
-        l->prev = q->wtail;
-        if (q->wtail)
-            q->wtail->next = l;
-        else
-            q->whead = l;
-        q->wtail = l;
+        DL_APPEND(q->whead, l);
     }
     return 0;
 }
@@ -130,14 +126,7 @@ static void tspark_unlink(struct ts_park *p)
         struct tsq *q = l->q;
         if (!q)
             continue;
-        if (l->prev)
-            l->prev->next = l->next;
-        else
-            q->whead = l->next;
-        if (l->next)
-            l->next->prev = l->prev;
-        else
-            q->wtail = l->prev;
+        DL_DELETE(q->whead, l);
         l->q = NULL;
         tspark_q_trim(p->c->ts, q);
     }

@@ -32,6 +32,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <utlist.h>
 
 #include "log.h"
 #include "ns.h"
@@ -106,12 +107,7 @@ void tswatch_register(struct ts_conn *c, const char *key, size_t klen)
     }
     w->c = c;
     w->wk = wk;
-    w->prev = wk->tail;
-    if (wk->tail)
-        wk->tail->next = w;
-    else
-        wk->head = w;
-    wk->tail = w;
+    DL_APPEND(wk->head, w);
     w->cnext = c->watches;
     c->watches = w;
     c->nwatches++;
@@ -132,14 +128,7 @@ void tswatch_conn_gone(struct ts_conn *c)
         struct ts_watch *w = c->watches;
         struct ts_wkey *wk = w->wk;
         c->watches = w->cnext;
-        if (w->prev)
-            w->prev->next = w->next;
-        else
-            wk->head = w->next;
-        if (w->next)
-            w->next->prev = w->prev;
-        else
-            wk->tail = w->prev;
+        DL_DELETE(wk->head, w);
         if (!wk->head)
             tswatch_wkey_free(ts, wk);
         free(w);
