@@ -59,13 +59,28 @@ static pid_t park_with_backlog(int fd, int barrier)
     return pid;
 }
 
-/* Clients that close with a parked request and a held backlog free their slots: with
- * --max-connections equal to their number, a new client gets in and is served. */
-static void t_close_while_held(void *arg)
+/* A new client can set key to val and read it back. */
+static void served(uint16_t port, const char *key, const char *val)
 {
-    (void)arg;
+    int fd = tsw_open(port);
+    CHECK_EQ(tsw_req(fd, TSW_SET, key, val, NULL), 0);
+    CHECK_EQ(tsw_req(fd, TSW_GET, key, NULL), 0);
+    size_t n = 0;
+    char *v = tsw_blob(fd, T_MS, &n);
+    CHECK(v && n == strlen(val) && memcmp(v, val, n) == 0);
+    free(v);
+    close(fd);
+}
+
+/* CLIENTS clients park a request each behind a held backlog, then go (reset: with SO_LINGER 0, so
+ * the kernel sends a reset instead of a FIN); their slots come back with the parked requests counted,
+ * and with --max-connections equal to their number, a new client gets in and is served. */
+static void gone_while_held(int reset)
+{
     struct h_daemon d;
-    const char *extra[] = {"--max-connections", "4", NULL};
+    char max[16];
+    snprintf(max, sizeof max, "%d", CLIENTS);
+    const char *extra[] = {"--max-connections", max, NULL};
     uint16_t port = tsw_start(&d, extra);
     CHECK(port);
     if (!port)
@@ -85,61 +100,31 @@ static void t_close_while_held(void *arg)
     CHECK(tsw_quiet(fds[0], 300)); /* parked: nothing is answered */
     CHECK_EQ(h_stat(&d, "tcpstore_connections_current"), CLIENTS);
     long long ab0 = h_stat(&d, "tcpstore_waits_abandoned");
-    for (int i = 0; i < CLIENTS; i++)
+    for (int i = 0; i < CLIENTS; i++) {
+        struct linger lg = {1, 0};
+        if (reset)
+            CHECK_EQ(setsockopt(fds[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
         close(fds[i]);
+    }
     CHECK_EQ(stat_becomes(&d, "tcpstore_connections_current", 0, T_MS), 0);
     CHECK_EQ(h_stat(&d, "tcpstore_waits_abandoned"), ab0 + CLIENTS);
-    int fresh = tsw_open(port);
-    CHECK(fresh >= 0);
-    CHECK_EQ(tsw_req(fresh, TSW_SET, "/after", "ok", NULL), 0);
-    size_t n = 0;
-    CHECK_EQ(tsw_req(fresh, TSW_GET, "/after", NULL), 0);
-    char *v = tsw_blob(fresh, T_MS, &n);
-    CHECK(v && n == 2 && memcmp(v, "ok", 2) == 0);
-    free(v);
-    close(fresh);
+    served(port, "/after", "ok");
     CHECK_EQ(h_stop(&d), 0);
 }
 
-/* Clients that reset (close with SO_LINGER 0) while their input is held behind a parked request are
- * released like ones that close: epoll reports a reset as an error and a hang-up, not the read-side
- * hang-up a FIN gives, and the slots must still come back with the parked requests counted. */
+/* Clients that close with a parked request and a held backlog free their slots. */
+static void t_close_while_held(void *arg)
+{
+    (void)arg;
+    gone_while_held(0);
+}
+
+/* Clients that reset instead are released the same way: epoll reports a reset as an error and a
+ * hang-up, not the read-side hang-up a FIN gives. */
 static void t_reset_while_held(void *arg)
 {
     (void)arg;
-    struct h_daemon d;
-    const char *extra[] = {"--max-connections", "2", NULL};
-    uint16_t port = tsw_start(&d, extra);
-    CHECK(port);
-    if (!port)
-        return;
-    int fds[2];
-    for (int i = 0; i < 2; i++) {
-        fds[i] = tsw_open(port);
-        CHECK(fds[i] >= 0);
-        int st = 0;
-        pid_t pid = park_with_backlog(fds[i], i);
-        CHECK_EQ(waitpid(pid, &st, 0), pid);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    CHECK(tsw_quiet(fds[0], 300));
-    long long ab0 = h_stat(&d, "tcpstore_waits_abandoned");
-    for (int i = 0; i < 2; i++) {
-        struct linger lg = {1, 0};
-        CHECK_EQ(setsockopt(fds[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
-        close(fds[i]);
-    }
-    CHECK_EQ(stat_becomes(&d, "tcpstore_connections_current", 0, T_MS), 0);
-    CHECK_EQ(h_stat(&d, "tcpstore_waits_abandoned"), ab0 + 2);
-    int fresh = tsw_open(port);
-    CHECK_EQ(tsw_req(fresh, TSW_SET, "/after-reset", "ok", NULL), 0);
-    size_t n = 0;
-    CHECK_EQ(tsw_req(fresh, TSW_GET, "/after-reset", NULL), 0);
-    char *v = tsw_blob(fresh, T_MS, &n);
-    CHECK(v && n == 2 && memcmp(v, "ok", 2) == 0);
-    free(v);
-    close(fresh);
-    CHECK_EQ(h_stop(&d), 0);
+    gone_while_held(1);
 }
 
 /* Input held behind a parked request is bounded by --tcpstore-max-request: past it the connection is
@@ -161,15 +146,30 @@ static void t_held_over_bound(void *arg)
     close(fd);
     CHECK_EQ(h_stat(&d, "limit_tcpstore_request"), 1);
     CHECK_EQ(stat_becomes(&d, "tcpstore_connections_current", 0, T_MS), 0);
-    int other = tsw_open(port);
-    CHECK_EQ(tsw_req(other, TSW_SET, "/other", "1", NULL), 0);
-    CHECK_EQ(tsw_req(other, TSW_GET, "/other", NULL), 0);
-    size_t n = 0;
-    char *v = tsw_blob(other, T_MS, &n);
-    CHECK(v && n == 1 && v[0] == '1');
-    free(v);
-    close(other);
+    served(port, "/other", "1");
     CHECK_EQ(h_stop(&d), 0);
+}
+
+/* Send a WAIT on one key. */
+static void send_wait(int fd, const char *key)
+{
+    struct tsw_buf b = {0};
+    tsw_u8(&b, TSW_WAIT);
+    tsw_u64(&b, 1);
+    tsw_str(&b, key);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
+}
+
+/* Send the first bytes of a SET (4 of its key's 10 bytes), then nothing. */
+static void send_half_set(int fd)
+{
+    struct tsw_buf b = {0};
+    tsw_u8(&b, TSW_SET);
+    tsw_u64(&b, 10);
+    tsw_raw(&b, "/hal", 4);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
 }
 
 /* --idle-timeout and --request-timeout apply to TCPStore connections as to native ones: a silent
@@ -189,17 +189,8 @@ static void t_timeouts(void *arg)
     int idle = tsw_open(port), parked = tsw_open(port), half = tsw_open(port), silent = tsw_connect(port);
     int64_t t0 = h_now_ms();
     CHECK_EQ(tsw_req(idle, TSW_SET, "/idle", "1", NULL), 0);
-    struct tsw_buf b = {0};
-    tsw_u8(&b, TSW_WAIT);
-    tsw_u64(&b, 1);
-    tsw_str(&b, "/later");
-    CHECK_EQ(tsw_send(parked, &b), 0);
-    tsw_free(&b);
-    tsw_u8(&b, TSW_SET);
-    tsw_u64(&b, 10);
-    tsw_raw(&b, "/hal", 4); /* 4 of the key's 10 bytes, then nothing */
-    CHECK_EQ(tsw_send(half, &b), 0);
-    tsw_free(&b);
+    send_wait(parked, "/later");
+    send_half_set(half);
     CHECK(tsw_closed(idle, 3 * MS));
     CHECK(tsw_closed(half, 3 * MS));
     CHECK(h_now_ms() - t0 < 3 * MS);
@@ -232,12 +223,7 @@ static void t_idle_after_wait(void *arg)
     if (!port)
         return;
     int parked = tsw_open(port);
-    struct tsw_buf b = {0};
-    tsw_u8(&b, TSW_WAIT);
-    tsw_u64(&b, 1);
-    tsw_str(&b, "/answered");
-    CHECK_EQ(tsw_send(parked, &b), 0);
-    tsw_free(&b);
+    send_wait(parked, "/answered");
     /* Past the first idle deadline (the timer finds the WAIT parked), short of the second one. */
     CHECK(tsw_quiet(parked, MS * 5 / 3));
     int setter = tsw_open(port);
@@ -266,12 +252,7 @@ static void t_partial_not_idle(void *arg)
         return;
     int half = tsw_open(port);
     CHECK(tsw_quiet(half, MS / 2)); /* half the idle time passes after the handshake */
-    struct tsw_buf b = {0};
-    tsw_u8(&b, TSW_SET);
-    tsw_u64(&b, 10);
-    tsw_raw(&b, "/hal", 4); /* 4 of the key's 10 bytes, then nothing */
-    CHECK_EQ(tsw_send(half, &b), 0);
-    tsw_free(&b);
+    send_half_set(half);
     CHECK(tsw_closed(half, 3 * MS));
     CHECK_EQ(h_stat(&d, "request_timeout"), 1);
     CHECK_EQ(h_stat(&d, "idle_closed"), 0);
