@@ -283,11 +283,12 @@ static void conn_expired(struct conn_life *l, enum life_expiry why)
     }
 }
 
-/* Whether silent c waits on the server: a parked request, or a rendezvous membership. */
+/* Whether silent c waits on the server: a parked request, a rendezvous membership, or watches (a
+ * watcher may rightly hear nothing for hours; the TCPStore front end counts its watches the same way). */
 static int conn_waiting(const struct conn_life *l)
 {
     const struct conn *c = (const struct conn *)l;
-    return c->pending || c->rdzv;
+    return c->pending || c->rdzv || c->nwatches;
 }
 
 /* The native front end's answers to the connection life. */

@@ -5,7 +5,9 @@
  * that sends whole frames slowly is left alone; and --max-buffer-memory
  * bounds what all connections buffer together, closing the largest
  * holders; both ends of a connection probe an idle peer (keepalive) on the
- * heartbeat's time scale.
+ * heartbeat's time scale; and --idle-timeout closes a silent connection
+ * with a TIMEOUT error frame, counted, but not one with a parked request or
+ * a watch, and counts a parked request's idle time from its answer.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +181,73 @@ static void t_keepalive(void *arg)
     CHECK_EQ(h_stop(&d), 0);
 }
 
+#define IDLE_MS 600
+
+/* Whether fd gets nothing and stays open for ms. */
+static int raw_quiet(int fd, int ms)
+{
+    enum raw_why why = RAW_OK;
+    Muster__ServerFrame *f = raw_recv(fd, ms, &why);
+    raw_free(f);
+    return !f && why == RAW_TIMEOUT;
+}
+
+/* Whether fd is sent a TIMEOUT error frame naming idleness, then closed, within ms. */
+static int raw_idle_closed(int fd, int ms)
+{
+    Muster__ServerFrame *f = raw_recv(fd, ms, NULL);
+    int ok = f && f->frame_case == MUSTER__SERVER_FRAME__FRAME_ERROR && f->error->status == MUSTER__STATUS__TIMEOUT &&
+             strstr(f->error->message, "idle") != NULL;
+    raw_free(f);
+    return ok && raw_await_close(fd, ms);
+}
+
+/* --idle-timeout on native connections: one silent after its requests is closed with TIMEOUT and
+ * counted; one watching a prefix or with a parked get is not idle, and the parked one's idle time
+ * starts at its answer, not at the last time the timer found it waiting. */
+static void t_idle(void *arg)
+{
+    (void)arg;
+    struct h_daemon d;
+    const char *extra[] = {"--idle-timeout", "600", NULL};
+    if (h_start(&d, extra) != 0)
+        return;
+    int idle = raw_open(d.port, "idle"), watcher = raw_open(d.port, "idle"), parked = raw_open(d.port, "idle");
+    CHECK(idle >= 0 && watcher >= 0 && parked >= 0);
+    CHECK_EQ(raw_ping(idle, 1), 0);
+    CHECK_EQ(raw_status(idle, 3000, NULL), MUSTER_OK);
+    Muster__Request r = MUSTER__REQUEST__INIT;
+    Muster__WatchReq w = MUSTER__WATCH_REQ__INIT;
+    w.prefix = "/idle/";
+    r.id = 1;
+    r.op_case = MUSTER__REQUEST__OP_WATCH;
+    r.watch = &w;
+    CHECK_EQ(raw_send_request(watcher, &r), 0);
+    CHECK_EQ(raw_status(watcher, 3000, NULL), MUSTER_OK);
+    CHECK_EQ(raw_get(parked, 1, "/later", 1, 30000), 0);
+    int64_t t0 = h_now_ms();
+    CHECK(raw_idle_closed(idle, 3 * IDLE_MS));
+    CHECK(h_now_ms() - t0 >= IDLE_MS - 50);
+    CHECK_EQ(h_stat(&d, "idle_closed"), 1);
+    CHECK(raw_quiet(parked, IDLE_MS * 5 / 3 - (int)(h_now_ms() - t0))); /* past the first idle deadline */
+    int setter = raw_open(d.port, "idle");
+    CHECK_EQ(raw_set(setter, 1, "/later", "x", 1), 0);
+    CHECK_EQ(raw_status(setter, 3000, NULL), MUSTER_OK);
+    CHECK_EQ(raw_status(parked, 3000, NULL), MUSTER_OK);
+    int64_t answered = h_now_ms();
+    CHECK(raw_quiet(parked, IDLE_MS / 2)); /* its idle time began at the answer */
+    CHECK(raw_idle_closed(parked, 3 * IDLE_MS));
+    CHECK(h_now_ms() - answered >= IDLE_MS - 50);
+    CHECK(raw_quiet(watcher, 10)); /* silent the whole time, still open */
+    CHECK_EQ(raw_ping(watcher, 2), 0);
+    CHECK_EQ(raw_status(watcher, 3000, NULL), MUSTER_OK);
+    close(idle);
+    close(watcher);
+    close(parked);
+    close(setter);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 int main(void)
 {
     h_init("lifecycle", 60);
@@ -193,5 +262,6 @@ int main(void)
     CHECK_EQ(h_stop(&d), 0);
     H_RUN(t_buffer_budget, NULL);
     H_RUN(t_keepalive, NULL);
+    H_RUN(t_idle, NULL);
     return h_finish();
 }
