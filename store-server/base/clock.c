@@ -34,9 +34,3 @@ void clock_timer_in(struct event *ev, uint64_t ms)
     struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
     event_add(ev, &tv);
 }
-
-/* The sooner of two deadlines, where 0 is none. */
-uint64_t clock_sooner(uint64_t a, uint64_t b)
-{
-    return !a ? b : !b ? a : a < b ? a : b;
-}

@@ -12,7 +12,5 @@ uint64_t clock_now_ms(void);
 void clock_timer_in(struct event *ev, uint64_t ms);
 /* Arm timer to fire at monotonic time at (ms), or disarm it when at is 0. */
 void clock_timer_at(struct event *timer, uint64_t at);
-/* The sooner of two deadlines, where 0 is none. */
-uint64_t clock_sooner(uint64_t a, uint64_t b);
 
 #endif
