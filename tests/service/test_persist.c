@@ -135,6 +135,7 @@ static void t_compaction(void *arg)
     snprintf(snap, sizeof snap, "%s/snapshot", datadir);
     CHECK(access(snap, F_OK) == 0);
     CHECK(hd_log_has(&d, "snapshot written"));
+    CHECK(h_stat_logged(&d, "persist_snapshots") >= 1); /* --compact-bytes' counter, in the exit dump */
     if (hd_spawn(&d, datadir, NULL) != 0) {
         CHECK(!"daemon restarted");
         return;
