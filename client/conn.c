@@ -211,6 +211,7 @@ int conn_establish(muster_t *m, uint64_t deadline)
     uint32_t step = CONN_BACKOFF_START_MS;
     unsigned hops = 0;
     size_t failed = 0;
+    char refusal[sizeof m->last_error] = "";
     for (unsigned attempt = 1;; attempt++) {
         int redirected = conn_target(m, &hops);
         int rc = conn_attempt(m, deadline);
@@ -222,7 +223,15 @@ int conn_establish(muster_t *m, uint64_t deadline)
                      (unsigned)m->url.port, (unsigned long long)m->session_id, m->server_version);
             return MUSTER_OK;
         }
+        /* A server's LIMIT answer (full, or out of namespaces) is kept: when the deadline then ends an
+         * attempt mid-way, the caller learns it was refused rather than "cannot connect". */
+        if (rc == MUSTER_ELIMIT)
+            memcpy(refusal, m->last_error, sizeof refusal);
         if (!conn_retryable(rc) || deadline_left(deadline) == 0) {
+            if (refusal[0] && (rc == MUSTER_ETIMEDOUT || rc == MUSTER_ECONN)) {
+                memcpy(m->last_error, refusal, sizeof refusal);
+                rc = MUSTER_ELIMIT;
+            }
             log_emit(m, MUSTER_LOG_ERROR, "%s", m->last_error);
             /* Any transport failure that outlasted the deadline reads "cannot connect". */
             return rc == MUSTER_ETIMEDOUT ? MUSTER_ECONN : rc;
