@@ -4,7 +4,8 @@
  * --max-bytes-per-ns refuse a new key with LIMIT (an overwrite within the
  * quota still works, other namespaces are untouched, nothing stored is
  * lost), --max-keys-per-request refuses a request naming more keys, each
- * counted once per refusal; --max-sources forgets the oldest addresses'
+ * counted once per refusal; --max-namespaces, --max-watches, --max-waiters and
+ * --max-frame (on a reply) refuse what would pass them, counted; --max-sources forgets the oldest addresses'
  * failures, counted; and a daemon out of file descriptors pauses accepting
  * (accept_emfile), keeps serving the connections it has, and takes new ones
  * again once descriptors come back.
@@ -146,6 +147,71 @@ static void t_sources(void *arg)
     CHECK_EQ(h_stop(&d), 0);
 }
 
+/* Server-wide bounds: past --max-namespaces a new job's hello is refused with LIMIT, past --max-watches
+ * and --max-waiters a watch or a parked get is, and a reply that would pass --max-frame is answered
+ * LIMIT instead; each counted, and the jobs already there keep working.  A client refused LIMIT at
+ * hello until its connect deadline reports LIMIT, not "cannot connect". */
+static void t_server_wide(void *arg)
+{
+    (void)arg;
+    struct h_daemon d;
+    const char *extra[] = {"--max-namespaces", "3", "--max-watches", "2", "--max-waiters", "2",
+                           "--max-value", "40K", "--max-key", "1K", "--max-frame", "48K", NULL};
+    if (h_start(&d, extra) != 0)
+        return;
+    muster_t *jobs[3] = {0};
+    char ns[16];
+    for (int i = 0; i < 3; i++) {
+        snprintf(ns, sizeof ns, "job%d", i);
+        jobs[i] = hc_connect(&d, ns, NULL);
+    }
+    int err = MUSTER_OK;
+    muster_t *extra_job = hc_try_connect(&d, "job3", NULL, &err);
+    if (!(!extra_job && err == MUSTER_ELIMIT))
+        printf("  job3: handle %p, %s\n", (void *)extra_job, muster_strerror(err));
+    CHECK(!extra_job && err == MUSTER_ELIMIT);
+    muster_close(extra_job);
+    CHECK(h_stat(&d, "limit_namespaces") >= 1); /* once per hello: the client retries until its deadline */
+    if (!jobs[0] || !jobs[1] || !jobs[2])
+        goto out;
+    uint64_t wid = 0;
+    CHECK_EQ(muster_watch(jobs[0], "a/", &wid, 3000), MUSTER_OK);
+    CHECK_EQ(muster_watch(jobs[1], "b/", &wid, 3000), MUSTER_OK);
+    CHECK_EQ(muster_watch(jobs[2], "c/", &wid, 3000), MUSTER_ELIMIT);
+    CHECK_EQ(h_stat(&d, "limit_watches"), 1);
+    int fd = raw_open(d.port, "job1");
+    CHECK(fd >= 0);
+    CHECK_EQ(raw_get(fd, 1, "never/1", 1, 60000), 0);
+    CHECK_EQ(raw_get(fd, 2, "never/2", 1, 60000), 0);
+    CHECK_EQ(raw_get(fd, 3, "never/3", 1, 60000), 0);
+    uint64_t id = 0;
+    CHECK_EQ(raw_status(fd, 3000, &id), MUSTER_ELIMIT); /* the third: the two before it stay parked */
+    CHECK_EQ(id, 3);
+    CHECK_EQ(h_stat(&d, "limit_waiters"), 1);
+    close(fd);
+    char *big = malloc(40 * 1024);
+    if (!big)
+        abort();
+    memset(big, 'z', 40 * 1024);
+    CHECK_EQ(muster_set(jobs[2], "big1", big, 40 * 1024, 3000), MUSTER_OK);
+    CHECK_EQ(muster_set(jobs[2], "big2", big, 40 * 1024, 3000), MUSTER_OK);
+    free(big);
+    const char *keys[2] = {"big1", "big2"};
+    void *values[2] = {0};
+    size_t lens[2] = {0};
+    CHECK_EQ(muster_multi_get(jobs[2], keys, 2, 0, values, lens, 3000), MUSTER_ELIMIT);
+    CHECK_EQ(h_stat(&d, "limit_response"), 1);
+    CHECK_EQ(muster_multi_get(jobs[2], keys, 1, 0, values, lens, 3000), MUSTER_OK);
+    CHECK(values[0] && lens[0] == 40 * 1024);
+    muster_free(values[0]);
+    CHECK_EQ(hc_set_str(jobs[0], "still", "here"), MUSTER_OK);
+    HC_EXPECT(jobs[0], "still", "here");
+out:
+    for (int i = 0; i < 3; i++)
+        muster_close(jobs[i]);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 /* Descriptors the process pid has open, from /proc; -1 when unreadable. */
 static int open_fds(pid_t pid)
 {
@@ -227,6 +293,7 @@ int main(void)
     H_RUN(t_bytes_per_ns, &d);
     H_RUN(t_keys_per_request, &d);
     CHECK_EQ(h_stop(&d), 0);
+    H_RUN(t_server_wide, NULL);
     H_RUN(t_sources, NULL);
     H_RUN(t_emfile, NULL);
     return h_finish();
