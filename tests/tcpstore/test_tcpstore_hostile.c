@@ -261,6 +261,37 @@ static void t_max_connections(void *arg)
     CHECK_EQ(h_stop(&d2), 0);
 }
 
+/* TCPStore has no error answer: a SET past the namespace's --max-keys-per-ns closes the connection,
+ * counted as limit_tcpstore_store, and the keys stored before it stay readable. */
+static void t_store_quota(void *arg)
+{
+    (void)arg;
+    struct h_daemon d2;
+    const char *extra[] = {"--max-keys-per-ns", "3", NULL};
+    uint16_t p2 = tsw_start(&d2, extra);
+    int fd = tsw_open(p2);
+    CHECK_EQ(tsw_req(fd, TSW_SET, "/q0", "v0", NULL), 0);
+    CHECK_EQ(tsw_req(fd, TSW_SET, "/q1", "v1", NULL), 0);
+    CHECK_EQ(tsw_req(fd, TSW_SET, "/q2", "v2", NULL), 0);
+    CHECK_EQ(tsw_req(fd, TSW_SET, "/q3", "v3", NULL), 0);
+    CHECK(tsw_closed(fd, T_MS));
+    close(fd);
+    CHECK_EQ(h_stat(&d2, "limit_tcpstore_store"), 1);
+    int again = tsw_open(p2);
+    for (int i = 0; i < 3; i++) {
+        char key[8], want[8];
+        snprintf(key, sizeof key, "/q%d", i);
+        snprintf(want, sizeof want, "v%d", i);
+        CHECK_EQ(tsw_req(again, TSW_GET, key, NULL), 0);
+        size_t n = 0;
+        char *v = tsw_blob(again, T_MS, &n);
+        CHECK(v && n == 2 && memcmp(v, want, 2) == 0);
+        free(v);
+    }
+    close(again);
+    CHECK_EQ(h_stop(&d2), 0);
+}
+
 /* SIGTERM drains: a parked TCPStore wait sees its connection close, and the daemon exits 0. */
 static void t_drain(void *arg)
 {
@@ -565,6 +596,7 @@ int main(void)
     H_RUN(t_legacy_abandoned_wait, NULL);
     H_RUN(t_validate_timeout, NULL);
     H_RUN(t_max_connections, NULL);
+    H_RUN(t_store_quota, NULL);
     H_RUN(t_drain, NULL);
     H_RUN(t_token_refused, NULL);
     H_RUN(t_byte_by_byte, NULL);
