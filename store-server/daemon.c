@@ -3,8 +3,9 @@
  * the shared context (server/), gives the state's core (core/) its hooks
  * over this loop (core_event.c) and its limits, opens the data directory,
  * the listeners of both front ends, TLS, HA and metrics, handles signals,
- * and drains on SIGTERM/SIGINT or when a layer asks (server_drain).  It is
- * the only code that names every layer; no layer includes it.
+ * and drains on SIGTERM/SIGINT or when a layer fails (server_fail, which
+ * also sets the exit status).  It is the only code that names every layer;
+ * no layer includes it.
  */
 #include "daemon.h"
 
@@ -137,9 +138,9 @@ int daemon_run(struct server *srv)
         log_msg(LOG_ERROR, "event loop failed");
         return EX_SOFTWARE;
     }
-    log_msg(LOG_INFO, "exiting");
+    log_msg(srv->exit_status ? LOG_ERROR : LOG_INFO, "exiting%s", srv->exit_status ? " after a failure" : "");
     stats_dump(&srv->stats, ops_name, LOG_INFO, "exit"); /* follows --log-level, as "exiting" does */
-    return EX_OK;
+    return srv->exit_status ? srv->exit_status : EX_OK;
 }
 
 /* Fail every parked request of one namespace with SHUTTING_DOWN. */

@@ -317,7 +317,7 @@ static void persist_fail(struct persist *p, const char *ns, const char *what)
     stats_inc(&p->srv->stats, STAT_PERSIST_ERRORS);
     log_msg(LOG_ERROR, "persist: %s logging a change of namespace '%s'", what, ns);
     p->failed = 1;
-    server_drain(p->srv, "cannot log a change");
+    server_fail(p->srv, EX_OSERR, "cannot log a change");
 }
 
 /* Copy the helper threads' counters into the server's (the loop owns those). */
@@ -355,7 +355,7 @@ static void persist_done_cb(evutil_socket_t fd, short what, void *arg)
         stats_inc(&p->srv->stats, STAT_PERSIST_ERRORS);
         log_msg(LOG_ERROR, "cannot write the log in %s: %s; unacknowledged writes are dropped, shutting down",
                 p->dir, strerror(werr));
-        server_drain(p->srv, "data directory write failed");
+        server_fail(p->srv, EX_IOERR, "data directory write failed");
         return;
     }
     if (lsn > p->disk_lsn) {
@@ -449,6 +449,12 @@ int persist_holding(const struct persist_hold *h)
 {
     /* utlist keeps head->prev at the tail, so prev is set exactly while h is listed. */
     return h->prev != NULL;
+}
+
+/* Whether h holds frames that can never go out: the log failed, or etcd will not confirm them. */
+int persist_held_for_good(const struct server *srv, const struct persist_hold *h)
+{
+    return persist_holding(h) && (srv->persist->failed || h->lsn == UINT64_MAX);
 }
 
 /* Forget h's held frames (its connection is being freed). */

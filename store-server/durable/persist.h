@@ -56,6 +56,8 @@ void persist_forsake(struct server *srv);
 struct evbuffer *persist_output(struct server *srv, struct persist_hold *h, struct bufferevent *bev);
 /* Whether h has frames held back until the log catches up. */
 int persist_holding(const struct persist_hold *h);
+/* Whether h holds frames that can never go out: the log failed, or etcd will not confirm them. */
+int persist_held_for_good(const struct server *srv, const struct persist_hold *h);
 /* Forget h's held frames (its connection is being freed). */
 void persist_hold_drop(struct server *srv, struct persist_hold *h);
 

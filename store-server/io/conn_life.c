@@ -211,6 +211,10 @@ void conn_life_finish(struct conn_life *l)
     if (!conn_life_live(l))
         return;
     conn_life_set_state(l, LIFE_FLUSHING);
+    /* Replies held for changes that can never be durable never go out: drop them, so the close does not
+     * wait out --drain-timeout for them, and the client learns at once that those requests failed. */
+    if (persist_held_for_good(l->io.srv, &l->io.hold))
+        persist_hold_drop(l->io.srv, &l->io.hold);
     conn_io_reading(&l->io, 1); /* input is discarded from now on, and the peer's close is seen */
     conn_io_finish(&l->io);
     conn_life_arm(l);

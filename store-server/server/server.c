@@ -16,9 +16,12 @@
 
 static int server_port_file_put(const char *path, uint16_t port);
 
-/* Start draining through the root's hook (a layer never names the layers a drain touches). */
-void server_drain(struct server *srv, const char *reason)
+/* Drain through the root's hook (a layer never names the layers a drain touches), then exit with status:
+ * a service manager must see a daemon that stopped because it could not go on as failed. */
+void server_fail(struct server *srv, int status, const char *reason)
 {
+    if (!srv->exit_status)
+        srv->exit_status = status;
     if (srv->drain)
         srv->drain(srv, reason);
 }

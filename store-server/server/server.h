@@ -39,6 +39,7 @@ struct server {
     size_t nrefusing;      /* connections being sent a refusal */
     uint64_t next_session;
     int draining;
+    int exit_status; /* sysexits.h status the daemon exits with; EX_OK unless a layer failed */
     struct event *signals[SERVER_NSIGNALS];
     struct event *drain_timer;
     struct metrics *metrics; /* the HTTP endpoint (metrics.c), NULL when off */
@@ -48,14 +49,14 @@ struct server {
     struct ha *ha;             /* high availability (ha.c), NULL when off */
     struct records records;    /* the live state as records (records.c) */
     struct core core;          /* the state's hooks, limits, parked-request budget and record sink (core/) */
-    /* Start draining (daemon.c): what server_drain calls, so a layer can stop the daemon without naming
+    /* Start draining (daemon.c): what server_fail calls, so a layer can stop the daemon without naming
      * the layers a drain touches. */
     void (*drain)(struct server *srv, const char *reason);
 };
 
-/* Start draining (a layer that cannot go on: the data directory failed): stop accepting, fail parked
- * requests SHUTTING_DOWN, tell and flush every client, exit once they are gone. */
-void server_drain(struct server *srv, const char *reason);
+/* A layer cannot go on (the data directory failed): drain (stop accepting, fail parked requests
+ * SHUTTING_DOWN, tell and flush every client) and exit with status (sysexits.h) once they are gone. */
+void server_fail(struct server *srv, int status, const char *reason);
 /* A connection's I/O was freed (conn_io.c); ends the loop once a drain has no connections left. */
 void server_conn_gone(struct server *srv);
 /* The state's core with its limits and counters taken from the options (tests make a server without
