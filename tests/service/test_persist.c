@@ -80,6 +80,35 @@ static void t_restart(void *arg)
     hd_stop(&d);
 }
 
+/* A second musterd on a data directory in use is refused (75, EX_TEMPFAIL) and says why, touching nothing:
+ * two writers of one log would lose data.  The first keeps serving, and what it stored survives it. */
+static void t_in_use(void *arg)
+{
+    (void)arg;
+    struct h_daemon d, other;
+    if (hd_spawn(&d, datadir, NULL) != 0) {
+        CHECK(!"daemon started");
+        return;
+    }
+    muster_t *m = hc_connect(&d, "lock", NULL);
+    CHECK_EQ(hc_set_str(m, "first", "1"), MUSTER_OK);
+    CHECK(hd_spawn(&other, datadir, NULL) != 0);
+    CHECK_EQ(hd_reap(&other, 10000), 75);
+    CHECK(hd_log_has(&other, "is in use by another musterd"));
+    CHECK_EQ(hc_set_str(m, "second", "2"), MUSTER_OK);
+    muster_close(m);
+    hd_stop(&d);
+    if (hd_spawn(&d, datadir, NULL) != 0) {
+        CHECK(!"daemon restarted");
+        return;
+    }
+    m = hc_connect(&d, "lock", NULL);
+    HC_EXPECT(m, "first", "1");
+    HC_EXPECT(m, "second", "2");
+    muster_close(m);
+    hd_stop(&d);
+}
+
 /* A half-written record at the end of the log is dropped with a log line; the rest is kept. */
 static void t_torn_tail(void *arg)
 {
@@ -352,6 +381,7 @@ int main(void)
     h_init("persist", 170);
     snprintf(datadir, sizeof datadir, "%s/data", h_tmpdir());
     H_RUN(t_restart, NULL);
+    H_RUN(t_in_use, NULL);
     H_RUN(t_torn_tail, NULL);
     H_RUN(t_compaction, NULL);
     H_RUN(t_corrupt_snapshot, NULL);
