@@ -229,7 +229,7 @@ static int nccl_exchange(muster_t *m, uint64_t generation, const char *name, int
 
 /* Publish this rank's root id if it owns one, then fetch every root's id. */
 int muster_nccl_exchange_ids(muster_t *m, uint64_t generation, const char *comm_name, int rank,
-                                        int world_size, int nroots, ncclUniqueId *ids, uint32_t timeout_ms)
+                             int world_size, int nroots, ncclUniqueId *ids, uint32_t timeout_ms)
 {
     const char *name = comm_name ? comm_name : MUSTER_NCCL_DEFAULT_NAME;
     struct nccl_watch w;
@@ -337,7 +337,7 @@ static int nccl_init(ncclComm_t *out, int world, int rank, int nroots, ncclUniqu
 
 /* Pick the device, exchange the ids and initialise the communicator, all under one deadline. */
 int muster_nccl_comm_init(muster_t *m, uint64_t generation, int rank, int world_size, int local_rank,
-                                     const muster_nccl_opts *opts, ncclComm_t *comm, uint32_t timeout_ms)
+                          const muster_nccl_opts *opts, ncclComm_t *comm, uint32_t timeout_ms)
 {
     const char *name = opts && opts->comm_name ? opts->comm_name : MUSTER_NCCL_DEFAULT_NAME;
     int64_t deadline = nccl_deadline(timeout_ms);
@@ -403,7 +403,7 @@ static int nccl_env_int(const char *name, long long fallback, long long max, lon
 
 /* Connect to the store named by the launcher's environment and build the world communicator. */
 int muster_nccl_init_from_env(muster_t **store, ncclComm_t *comm, int *rank, int *world_size,
-                                         uint32_t timeout_ms)
+                              uint32_t timeout_ms)
 {
     long long r, n, local, gen;
     char client[64];

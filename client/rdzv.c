@@ -67,7 +67,7 @@ static void rdzv_remember(muster_t *m, const muster_assignment *a)
 /* Join the job's next round and wait (up to timeout_ms, server-enforced)
  * for its assignment; *out is caller-owned (muster_assignment_free). */
 int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
-                                uint32_t timeout_ms)
+                     uint32_t timeout_ms)
 {
     if (!m || !opts || !out)
         return MUSTER_EINVAL;
