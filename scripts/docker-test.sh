@@ -17,14 +17,9 @@ project=mustertest$$
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-docker-XXXXXX")
 dockerd_pid=
 cid=
-fail=0
+. tests/lib.sh
 
 skip() { echo "SKIP: $*"; exit 77; }
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=$((fail + 1)); fi
-}
 cleanup() {
     [ -n "$cid" ] && docker rm -f "$cid" >/dev/null 2>&1
     [ -n "${compose:-}" ] && "${compose[@]}" down -v >/dev/null 2>&1

@@ -17,12 +17,7 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=$((fail + 1)); fi
-}
+. "$(dirname "$0")/../lib.sh"
 
 if ! unshare -m --propagation private sh -c "mount -t tmpfs -o size=64k tmpfs '$tmp'" 2>/dev/null; then
     echo "diskfull: skipped: cannot mount a tmpfs in a new mount namespace"
@@ -39,10 +34,7 @@ unshare -m --propagation private sh -c "
     cp -a '$tmp/data/.' '$tmp/saved/'
 " &
 pid=$!
-for _ in $(seq 100); do # up to 10 s for the port file
-    [ -s "$tmp/port" ] && break
-    sleep 0.1
-done
+await_file "$tmp/port"
 check "daemon started on the small data directory" test -s "$tmp/port"
 export MUSTER_URL="tcp://127.0.0.1:$(cat "$tmp/port")/full"
 
@@ -88,10 +80,7 @@ check "it counted persist_errors" grep -Eq "stat persist_errors=[1-9]" "$tmp/log
 rm -f "$tmp/saved/LOCK" "$tmp/port"
 "$musterd" --listen 127.0.0.1:0 --port-file "$tmp/port" --data-dir "$tmp/saved" 2>"$tmp/log2" &
 pid=$!
-for _ in $(seq 100); do
-    [ -s "$tmp/port" ] && break
-    sleep 0.1
-done
+await_file "$tmp/port"
 check "restarted on the same files" test -s "$tmp/port"
 export MUSTER_URL="tcp://127.0.0.1:$(cat "$tmp/port")/full"
 missing=0

@@ -13,20 +13,12 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=$((fail + 1)); fi
-}
+. "$(dirname "$0")/../lib.sh"
 
 "$musterd" --listen 127.0.0.1:0 --port-file "$tmp/port" --metrics-listen 127.0.0.1:0 \
     --metrics-port-file "$tmp/mport" 2>"$tmp/log" &
 pid=$!
-for _ in $(seq 100); do # up to 10 s for both port files
-    [ -s "$tmp/port" ] && [ -s "$tmp/mport" ] && break
-    sleep 0.1
-done
+await_file "$tmp/port" && await_file "$tmp/mport"
 export MUSTER_URL="tcp://127.0.0.1:$(cat "$tmp/port")/train"
 export MUSTER_METRICS_URL="http://127.0.0.1:$(cat "$tmp/mport")"
 check "daemon started" test -s "$tmp/mport"

@@ -12,12 +12,7 @@ if ! command -v systemd-analyze >/dev/null 2>&1; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check DESCRIPTION COMMAND...: count a failure when the command fails
-    local what=$1
-    shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=$((fail + 1)); fi
-}
+. "$(dirname "$0")/../lib.sh"
 
 sed "s|^ExecStart=/usr/local/bin/musterd|ExecStart=$musterd|" "$root/scripts/systemd/musterd.service" \
     >"$tmp/musterd.service"
