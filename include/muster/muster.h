@@ -205,8 +205,10 @@ typedef struct muster_opts {
 /* Connect to the store at url (see muster_url_parse), retrying with
  * exponential backoff and jitter until the connect deadline (several
  * endpoints: see "Failover" at the top; a bad URL is logged with the detail
- * of muster_url_parse_detail through opts->log_fn).  Returns a
- * handle, or NULL with *err set (err may be NULL). */
+ * of muster_url_parse_detail through opts->log_fn).  A server that
+ * refuses the hello with LIMIT (full, or out of namespaces) is retried too;
+ * when that is still so at the deadline, *err is MUSTER_ELIMIT, not
+ * MUSTER_ECONN.  Returns a handle, or NULL with *err set (err may be NULL). */
 MUSTER_API muster_t *muster_connect(const char *url, int *err);
 /* As muster_connect with explicit options (opts may be NULL). */
 MUSTER_API muster_t *muster_connect_opts(const char *url, const muster_opts *opts, int *err);
