@@ -18,3 +18,10 @@ await_file() {
     done
     [ -s "$1" ]
 }
+
+# scratch: make $tmp, a directory removed at exit, after stopping the daemon whose pid is in $pid (if set).
+scratch() {
+    tmp=$(mktemp -d)
+    pid=
+    trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; fi; rm -rf "$tmp"' EXIT
+}

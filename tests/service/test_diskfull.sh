@@ -10,14 +10,8 @@
 set -u
 musterd=$1
 muster=$2
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
 . "$(dirname "$0")/../lib.sh"
+scratch
 
 if ! unshare -m --propagation private sh -c "mount -t tmpfs -o size=64k tmpfs '$tmp'" 2>/dev/null; then
     echo "diskfull: skipped: cannot mount a tmpfs in a new mount namespace"

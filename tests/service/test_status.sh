@@ -6,14 +6,8 @@
 set -u
 musterd=$1
 muster=$2
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
 . "$(dirname "$0")/../lib.sh"
+scratch
 
 "$musterd" --listen 127.0.0.1:0 --port-file "$tmp/port" --metrics-listen 127.0.0.1:0 \
     --metrics-port-file "$tmp/mport" 2>"$tmp/log" &

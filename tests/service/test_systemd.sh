@@ -10,9 +10,8 @@ if ! command -v systemd-analyze >/dev/null 2>&1; then
     echo "SKIP: systemd-analyze not installed"
     exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/../lib.sh"
+scratch
 
 sed "s|^ExecStart=/usr/local/bin/musterd|ExecStart=$musterd|" "$root/scripts/systemd/musterd.service" \
     >"$tmp/musterd.service"
