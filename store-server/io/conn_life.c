@@ -183,7 +183,10 @@ static void conn_life_timer_cb(evutil_socket_t fd, short what, void *arg)
 void conn_life_sent(struct conn_life *l, struct evbuffer *out)
 {
     struct server *srv = l->io.srv;
-    l->answer_ms = clock_now_ms();
+    /* Inside the read callback the request was just timed (last_rx_ms); only output queued from elsewhere
+     * (a woken wait, an event) needs the clock read here, which keeps it off the request/reply path. */
+    if (!l->io.busy)
+        l->answer_ms = clock_now_ms();
     conn_io_kick(&l->io);
     if (l->paused || evbuffer_get_length(out) <= srv->opt.max_output)
         return;
