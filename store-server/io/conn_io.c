@@ -117,13 +117,13 @@ static void conn_io_flush(struct conn_io *io)
 /* Read event of a plain connection: one recv, handle the input, write the replies, then act on EOF. */
 static void conn_io_read_cb(evutil_socket_t fd, short what, void *arg)
 {
-    (void)what;
     struct conn_io *io = arg;
     uint8_t buf[CONN_IO_CHUNK];
     ssize_t n = -1;
     if (io->dead)
         return;
-    if (!conn_io_full(io)) {
+    /* The leftovers' event (what 0) only handles what the input holds; the socket is the read event's. */
+    if (what && !conn_io_full(io)) {
         n = recv(fd, buf, sizeof buf, 0);
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             io->ops->closed(io, 1, strerror(errno));
@@ -144,6 +144,13 @@ static void conn_io_read_cb(evutil_socket_t fd, short what, void *arg)
     conn_io_flush(io);
     if (n == 0 && !io->dead)
         io->ops->closed(io, 0, "peer closed");
+}
+
+/* Leftovers' event of a plain connection: handle the frames a batch left in the input. */
+static void conn_io_again_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    conn_io_read_cb(fd, 0, arg);
 }
 
 /* Write event of a plain connection: the socket took more, or output was queued from elsewhere. */
@@ -247,11 +254,12 @@ int conn_io_open(struct conn_io *io, struct server *srv, int fd, int tls, const 
     io->out = evbuffer_new();
     io->rev = event_new(srv->base, fd, EV_READ | EV_PERSIST, conn_io_read_cb, io);
     io->wev = event_new(srv->base, fd, EV_WRITE | EV_PERSIST, conn_io_write_cb, io);
+    io->aev = event_new(srv->base, -1, 0, conn_io_again_cb, io);
     conn_io_open_cev(io, srv, fd);
     io->hold.out = io->out;
     io->hold.kick = conn_io_hold_kick;
     io->hold.fd = fd;
-    if (io->in && io->out && io->rev && io->wev && io->cev)
+    if (io->in && io->out && io->rev && io->wev && io->aev && io->cev)
         return conn_io_link(io);
     conn_io_free(io);
     return -1;
@@ -301,6 +309,8 @@ static void conn_io_free_plain(struct conn_io *io)
         event_free(io->rev);
     if (io->wev)
         event_free(io->wev);
+    if (io->aev)
+        event_free(io->aev);
     if (io->in)
         evbuffer_free(io->in);
     if (io->out)
@@ -330,6 +340,7 @@ void conn_io_stop(struct conn_io *io)
     }
     event_del(io->rev);
     event_del(io->wev);
+    event_del(io->aev);
     io->writing = 0;
 }
 
@@ -365,7 +376,7 @@ void conn_io_again(struct conn_io *io)
     if (io->bev)
         bufferevent_trigger(io->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
     else
-        event_active(io->rev, EV_READ, 0);
+        event_active(io->aev, EV_TIMEOUT, 0);
 }
 
 /* The input must hold want bytes before the next frame can be handled. */

@@ -32,6 +32,7 @@ struct conn_io {
     size_t counted;            /* bytes of in and out counted in the server's buffer total */
     struct bufferevent *bev;   /* TLS connections only */
     struct event *rev, *wev;   /* plain connections: persistent read; write while output is left */
+    struct event *aev;         /* plain connections: frames left after a batch (activated only, never added) */
     struct event *cev;         /* the peer's close (EPOLLRDHUP), watched while reading is off */
     struct evbuffer *in, *out; /* input not yet handled, output not yet written (a bufferevent's own with TLS) */
     int fd;                    /* plain connections' socket */
