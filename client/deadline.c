@@ -1,8 +1,8 @@
-/* Monotonic deadlines: every wait in the library is bounded by one of these. */
+/* Monotonic deadlines: every wait in the library, libmuster-nccl and the CLI is bounded by one of these. */
+#include "deadline.h"
+
 #include <limits.h>
 #include <time.h>
-
-#include "internal.h"
 
 /* Monotonic time in milliseconds. */
 uint64_t deadline_now(void)

@@ -39,6 +39,7 @@
 
 #include <muster/muster.h>
 
+#include "deadline.h"
 #include "frame.h"
 
 /* Added to a call's timeout for the client-side deadline, so the server's
@@ -138,14 +139,7 @@ struct muster {
 
 /* ------------------------------------------------------------ deadline.c */
 
-/* Monotonic time in milliseconds. */
-uint64_t deadline_now(void);
-/* Monotonic time in microseconds (round-trip measurements). */
-uint64_t deadline_now_us(void);
-/* The absolute deadline ms milliseconds from now. */
-uint64_t deadline_after(uint64_t ms);
-/* Milliseconds left before deadline d (0 when passed), capped to int range for poll(). */
-int deadline_left(uint64_t d);
+/* The clock and deadlines: deadline.h, shared with libmuster-nccl and the CLI. */
 
 /* ----------------------------------------------------------------- log.c */
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "deadline.h"
 #include "keys.h"
 
 /* Longest communicator name accepted (it becomes part of a key). */
@@ -45,26 +46,19 @@ struct nccl_watch {
     uint64_t generation;
     char broken_key[64];
     uint32_t check_ms;
-    int64_t next_check_ms;
-    int64_t next_beat_ms;
+    uint64_t next_check_ms;
+    uint64_t next_beat_ms;
     uint32_t beat_ms;
 };
 
-/* Monotonic clock in milliseconds. */
-static int64_t nccl_now_ms(void)
+/* Milliseconds left before deadline (on the library's clock, deadline.h), at least 1 so that it never
+ * reads as "default". */
+static uint32_t nccl_left_ms(uint64_t deadline)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Milliseconds left before deadline, at least 1 so that it never reads as "default". */
-static uint32_t nccl_left_ms(int64_t deadline)
-{
-    int64_t left = deadline - nccl_now_ms();
-    if (left < 1)
+    uint64_t now = deadline_now();
+    if (deadline <= now)
         return 1;
-    return left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
+    return deadline - now > UINT32_MAX ? UINT32_MAX : (uint32_t)(deadline - now);
 }
 
 /* Sleep for us microseconds (restarted after signals). */
@@ -76,9 +70,9 @@ static void nccl_sleep_us(long us)
 }
 
 /* The deadline for a call given its timeout (0 = the default). */
-static int64_t nccl_deadline(uint32_t timeout_ms)
+static uint64_t nccl_deadline(uint32_t timeout_ms)
 {
-    return nccl_now_ms() + (timeout_ms ? timeout_ms : MUSTER_NCCL_DEFAULT_TIMEOUT_MS);
+    return deadline_after(timeout_ms ? timeout_ms : MUSTER_NCCL_DEFAULT_TIMEOUT_MS);
 }
 
 /* Whether name is usable as the communicator part of a key. */
@@ -107,7 +101,7 @@ static int nccl_block_of(int world, int nroots, int rank)
 
 /* Create root k's id and publish it unless the key already holds one; the
  * store's value wins either way, so a repeated call is harmless. */
-static int nccl_publish(muster_t *m, const char *key, int64_t deadline)
+static int nccl_publish(muster_t *m, const char *key, uint64_t deadline)
 {
     ncclUniqueId id;
     int swapped = 0;
@@ -120,7 +114,7 @@ static int nccl_publish(muster_t *m, const char *key, int64_t deadline)
  * member was lost, or a heartbeat was answered stale.  Throttled by time. */
 static int nccl_watch_poll(struct nccl_watch *w)
 {
-    int64_t now = nccl_now_ms();
+    uint64_t now = deadline_now();
     if (w->events) {
         muster_event *ev = NULL;
         /* Events other than a lost member are consumed and dropped here;
@@ -160,20 +154,20 @@ static void nccl_watch_init(struct nccl_watch *w, muster_t *m, muster_t *events,
     keys_rdzv_broken(w->broken_key, sizeof w->broken_key, generation);
     if (events) {
         w->beat_ms = muster_rdzv_heartbeat_interval(events);
-        w->next_beat_ms = nccl_now_ms() + w->beat_ms;
+        w->next_beat_ms = deadline_now() + w->beat_ms;
     }
 }
 
 /* Fetch all nroots ids, waiting for their owners; with a watch, the wait is
  * cut into slices of the watch's check interval so that a broken
  * generation ends it early. */
-static int nccl_fetch(muster_t *m, const char *const *keys, int nroots, ncclUniqueId *ids, int64_t deadline,
+static int nccl_fetch(muster_t *m, const char *const *keys, int nroots, ncclUniqueId *ids, uint64_t deadline,
                       struct nccl_watch *w)
 {
     void **vals = calloc((size_t)nroots, sizeof *vals);
     size_t *lens = calloc((size_t)nroots, sizeof *lens);
     int rc = vals && lens ? MUSTER_ETIMEDOUT : MUSTER_ENOMEM;
-    while (rc == MUSTER_ETIMEDOUT && nccl_now_ms() < deadline) {
+    while (rc == MUSTER_ETIMEDOUT && deadline_now() < deadline) {
         uint32_t slice = nccl_left_ms(deadline);
         if (w && slice > w->check_ms)
             slice = w->check_ms;
@@ -204,7 +198,7 @@ static int nccl_args_ok(muster_t *m, const char *name, int rank, int world, int 
 /* The exchange itself: publish the root this rank owns, then fetch them
  * all; w (may be NULL) ends it early when the generation breaks. */
 static int nccl_exchange(muster_t *m, uint64_t generation, const char *name, int rank, int world, int nroots,
-                         ncclUniqueId *ids, int64_t deadline, struct nccl_watch *w)
+                         ncclUniqueId *ids, uint64_t deadline, struct nccl_watch *w)
 {
     char(*keys)[NCCL_KEY_MAX] = calloc((size_t)nroots, sizeof *keys);
     const char **kp = calloc((size_t)nroots, sizeof *kp);
@@ -254,7 +248,7 @@ int muster_nccl_nroots(int world_size)
  * the watch (may be NULL) reports the generation gone.  The sleep between
  * polls starts at 1 ms and grows to 10 ms: short inits stay fast and long
  * ones do not spin. */
-static int nccl_settle(ncclComm_t comm, int64_t deadline, struct nccl_watch *w)
+static int nccl_settle(ncclComm_t comm, uint64_t deadline, struct nccl_watch *w)
 {
     long pause = NCCL_POLL_MIN_US;
     for (;;) {
@@ -265,7 +259,7 @@ static int nccl_settle(ncclComm_t comm, int64_t deadline, struct nccl_watch *w)
             return MUSTER_OK;
         if (state != ncclInProgress)
             return MUSTER_ENCCL;
-        if (nccl_now_ms() >= deadline)
+        if (deadline_now() >= deadline)
             return MUSTER_ETIMEDOUT;
         if (w && nccl_watch_poll(w) == MUSTER_ECANCELED)
             return MUSTER_ECANCELED;
@@ -311,7 +305,7 @@ static ncclResult_t nccl_start(ncclComm_t *comm, int world, int rank, int nroots
  * (and the name it points to) stays alive until the init has settled,
  * since the init runs on NCCL's own thread. */
 static int nccl_init(ncclComm_t *out, int world, int rank, int nroots, ncclUniqueId *ids, const char *name,
-                     int64_t deadline, struct nccl_watch *w)
+                     uint64_t deadline, struct nccl_watch *w)
 {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     ncclComm_t comm = NULL;
@@ -340,7 +334,7 @@ int muster_nccl_comm_init(muster_t *m, uint64_t generation, int rank, int world_
                           const muster_nccl_opts *opts, ncclComm_t *comm, uint32_t timeout_ms)
 {
     const char *name = opts && opts->comm_name ? opts->comm_name : MUSTER_NCCL_DEFAULT_NAME;
-    int64_t deadline = nccl_deadline(timeout_ms);
+    uint64_t deadline = nccl_deadline(timeout_ms);
     int nroots = muster_nccl_nroots(world_size);
     struct nccl_watch w;
     ncclUniqueId *ids;
@@ -409,7 +403,7 @@ int muster_nccl_init_from_env(muster_t **store, ncclComm_t *comm, int *rank, int
     char client[64];
     muster_opts mo = {0};
     muster_t *m;
-    int64_t deadline = nccl_deadline(timeout_ms);
+    uint64_t deadline = nccl_deadline(timeout_ms);
     int rc;
 
     if (!store || !comm)

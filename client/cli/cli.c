@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
+#include "deadline.h"
 
 /* Largest value file read, so `-f /dev/zero` ends with an error, not an OOM. */
 #define CLI_MAX_FILE (1u << 30)
@@ -112,12 +112,10 @@ int cli_fail(struct cli *c, int err)
     return cli_error(c, cli_exit_code(err), "%s", base);
 }
 
-/* Milliseconds on the monotonic clock (deadlines of waits, heartbeats, grace periods). */
+/* Milliseconds on the library's monotonic clock (deadlines of waits, heartbeats, grace periods). */
 uint64_t cli_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return deadline_now();
 }
 
 /* Parse a decimal uint32 (strict: digits only, in range) into *out; 0 on success. */

@@ -1,7 +1,9 @@
 /*
- * The monotonic clock every deadline of the daemon is kept in (connection
- * timers, the namespace sweep, backoffs), and timer arming against it, so a
- * wall-clock step never fires or delays one.
+ * The monotonic clock every deadline and duration of the daemon is kept in
+ * (connection timers, the namespace sweep, backoffs, the HA lease, the log
+ * writer's fsync deadline, latencies), and timer arming against it, so a
+ * wall-clock step never fires or delays one.  It is CLOCK_MONOTONIC, which
+ * the log writer's condition variable waits on too; any thread may read it.
  */
 #include "clock.h"
 
@@ -9,12 +11,24 @@
 #include <sys/time.h>
 #include <time.h>
 
-/* Milliseconds on the monotonic clock. */
-uint64_t clock_now_ms(void)
+/* Nanoseconds on the monotonic clock (CLOCK_MONOTONIC). */
+uint64_t clock_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Microseconds on the monotonic clock. */
+uint64_t clock_now_us(void)
+{
+    return clock_now_ns() / 1000u;
+}
+
+/* Milliseconds on the monotonic clock. */
+uint64_t clock_now_ms(void)
+{
+    return clock_now_ns() / 1000000u;
 }
 
 /* Arm timer to fire at monotonic time at (ms), or disarm it when at is 0. */

@@ -6,6 +6,10 @@
 
 struct event;
 
+/* Nanoseconds on the monotonic clock (CLOCK_MONOTONIC). */
+uint64_t clock_now_ns(void);
+/* Microseconds on the monotonic clock. */
+uint64_t clock_now_us(void);
 /* Milliseconds on the monotonic clock. */
 uint64_t clock_now_ms(void);
 /* Arm ev (a timer or an event with a timeout) to fire ms milliseconds from now. */

@@ -10,7 +10,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "log.h"
 
@@ -19,14 +18,6 @@ static const char *const stats_names[STAT_COUNT] = {STATS_LIST(STATS_NAME_ROW)};
 #undef STATS_NAME_ROW
 
 const uint64_t stats_lat_bounds_us[STATS_LAT_BUCKETS - 1] = {STATS_LAT_BOUNDS_US};
-
-/* Nanoseconds on the monotonic clock (for latency). */
-uint64_t stats_clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Count one handler run of op_case that took ns nanoseconds in its latency histogram. */
 void stats_observe(struct stats *s, unsigned op_case, uint64_t ns)

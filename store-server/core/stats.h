@@ -140,8 +140,6 @@ static inline void stats_dec(struct stats *s, enum stat_id id)
     s->c[id]--;
 }
 
-/* Nanoseconds on the monotonic clock (for latency). */
-uint64_t stats_clock_ns(void);
 /* Count one handler run of op_case that took ns nanoseconds in its latency histogram. */
 void stats_observe(struct stats *s, unsigned op_case, uint64_t ns);
 /* The public name of counter id. */

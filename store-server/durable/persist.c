@@ -47,6 +47,7 @@
 #include <unistd.h>
 #include <utlist.h>
 
+#include "clock.h"
 #include "compact.h"
 #include "log.h"
 #include "manifest.h"
@@ -90,14 +91,6 @@ struct persist {
 
 /* ------------------------------------------------------------ writer thread */
 
-/* Monotonic milliseconds (the writer's own clock). */
-static uint64_t persist_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Create and open segment seq for appending; the fd, or -1. */
 static int persist_seg_open(const char *dir, uint64_t seq)
 {
@@ -129,7 +122,7 @@ static int persist_write_all(struct persist *p, struct evbuffer *b)
 /* Fsync the segment when the policy asks now; 0, or an errno. */
 static int persist_maybe_sync(struct persist *p, int force)
 {
-    uint64_t now = persist_ms();
+    uint64_t now = clock_now_ms();
     int due = p->policy == FSYNC_ALWAYS || (p->policy == FSYNC_EVERYSEC && now - p->last_sync_ms >= 1000);
     if (!p->dirty || (!due && !force))
         return 0;
@@ -516,7 +509,7 @@ static int persist_loop_init(struct persist *p)
     if (!p->kick_ev || !p->done_ev || event_add(p->done_ev, NULL) != 0)
         return -1;
     pthread_mutex_init(&p->mu, NULL);
-    /* The writer's deadlines are on the monotonic clock (persist_ms). */
+    /* The writer's deadlines are on the monotonic clock (clock_now_ms, CLOCK_MONOTONIC). */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -540,7 +533,7 @@ static int persist_start_threads(struct persist *p, const struct recover_span *s
         log_msg(LOG_ERROR, "cannot write the MANIFEST in %s: %s", p->dir, strerror(errno));
         return EX_CANTCREAT;
     }
-    p->last_sync_ms = persist_ms();
+    p->last_sync_ms = clock_now_ms();
     if (!(p->compact = compact_start(p->dir, p->efd, p->mf)) ||
         pthread_create(&p->writer, NULL, persist_writer, p) != 0) {
         log_msg(LOG_ERROR, "cannot start the log threads");

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "compact.h"
 #include "log.h"
 #include "manifest.h"
@@ -52,14 +53,6 @@ struct recover {
     int in_snapshot;
     uint64_t records, skipped;
 };
-
-/* Monotonic milliseconds. */
-static uint64_t recover_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* Apply one recovered record to the live state (prec_read_file callback). */
 static int recover_apply(void *arg, const struct prec *r)
@@ -308,7 +301,7 @@ static int recover_manifest(struct recover *rc)
 int recover_dir(struct server *srv, const char *dir, int repair, struct recover_span *span)
 {
     struct recover rc = {.srv = srv, .dir = dir, .repair = repair};
-    uint64_t t0 = recover_ms();
+    uint64_t t0 = clock_now_ms();
     char tmp[4096];
     compact_snap_path(dir, 1, tmp, sizeof tmp);
     unlink(tmp); /* an abandoned snapshot */
@@ -320,7 +313,7 @@ int recover_dir(struct server *srv, const char *dir, int repair, struct recover_
         err = recover_segments(&rc, span);
     if (!err)
         log_msg(LOG_INFO, "recovered %" PRIu64 " records from %s in %" PRIu64 " ms%s", rc.records, dir,
-                recover_ms() - t0, rc.skipped ? " (some refused by current limits)" : "");
+                clock_now_ms() - t0, rc.skipped ? " (some refused by current limits)" : "");
     if (rc.skipped)
         log_msg(LOG_WARN, "%" PRIu64 " recovered records were refused by the current limits", rc.skipped);
     return err;

@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -62,14 +61,6 @@ struct ha {
 };
 
 static void ha_campaign(struct ha *ha);
-
-/* Monotonic milliseconds. */
-static uint64_t ha_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* How long after the send of the last confirmed renewal the leader may still serve.  etcd expires a
  * lease no earlier than TTL after a renewal it confirmed (a new etcd leader extends every lease), so
@@ -202,7 +193,7 @@ static void ha_on_log_deposed(void *arg)
 static void ha_campaign(struct ha *ha)
 {
     ha->state = HA_CAMPAIGNING;
-    ha->renewed_ms = ha_ms(); /* the grant was sent no earlier than this */
+    ha->renewed_ms = clock_now_ms(); /* the grant was sent no earlier than this */
     if (ha_etcd_create(ha->etcd, ha->key, strlen(ha->key), (const uint8_t *)ha->self, strlen(ha->self), ha->lease,
                        ha_on_campaign, ha) != 0)
         ha_restart(ha, "cannot send the campaign");
@@ -233,7 +224,7 @@ static void ha_on_renew(void *arg, enum ha_etcd_err err, json_t *reply)
         /* A lost member: renewing is idempotent, so ask the next one now rather than a tick later. */
         ha->retries_left--;
         if (ha_etcd_lease_keepalive(ha->etcd, ha->lease, ha_on_renew, ha) == 0)
-            ha->renewing_ms = ha_ms();
+            ha->renewing_ms = clock_now_ms();
         return;
     }
     if (err != HA_ETCD_OK)
@@ -261,7 +252,7 @@ static void ha_tick(evutil_socket_t fd, short what, void *arg)
     }
     if (ha->state != HA_LEADER)
         return;
-    uint64_t now = ha_ms();
+    uint64_t now = clock_now_ms();
     if (now - ha->renewed_ms > ha_fresh_ms(ha)) {
         ha_restart(ha, "cannot renew the lease in etcd");
         return;
@@ -381,7 +372,7 @@ void ha_close(struct server *srv)
 int ha_serving(const struct server *srv)
 {
     const struct ha *ha = srv->ha;
-    return !ha || (ha->state == HA_LEADER && ha->caught_up && ha_ms() - ha->renewed_ms <= ha_fresh_ms(ha));
+    return !ha || (ha->state == HA_LEADER && ha->caught_up && clock_now_ms() - ha->renewed_ms <= ha_fresh_ms(ha));
 }
 
 /* The leader's HOST:PORT as last seen in etcd ("" when unknown). */

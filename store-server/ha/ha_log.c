@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "clock.h"
 #include "ha_etcd.h"
@@ -83,14 +82,6 @@ struct ha_log {
 
 static void ha_log_send(struct ha_log *l);
 static void ha_log_read_page(struct ha_log *l);
-
-/* Monotonic microseconds. */
-static uint64_t ha_log_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 /* Run ev after ms. */
 static void ha_log_after(struct event *ev, unsigned ms)
@@ -289,7 +280,7 @@ static void ha_log_on_append(void *arg, enum ha_etcd_err err, json_t *reply)
     l->applied = ha_etcd_int(json_object_get(reply, "header"), "revision", l->applied);
     stats_inc(&l->srv->stats, STAT_HA_BATCHES);
     stats_add(&l->srv->stats, STAT_HA_RECORDS, l->batch_n);
-    stats_add(&l->srv->stats, STAT_HA_APPEND_US, ha_log_us() - l->batch_t0);
+    stats_add(&l->srv->stats, STAT_HA_APPEND_US, clock_now_us() - l->batch_t0);
     l->log_bytes += evbuffer_get_length(l->batch);
     evbuffer_drain(l->batch, evbuffer_get_length(l->batch));
     l->batch_n = 0;
@@ -311,7 +302,7 @@ static void ha_log_send(struct ha_log *l)
             return;
         ha_log_fill(l);
         l->appending = 1;
-        l->batch_t0 = ha_log_us();
+        l->batch_t0 = clock_now_us();
     }
     l->batch_epoch = l->epoch;
     json_t *txn = ha_log_txn(l);
