@@ -9,7 +9,6 @@
 #include "stats.h"
 
 #include <stdio.h>
-#include <string.h>
 
 #include "log.h"
 
@@ -36,15 +35,6 @@ void stats_observe(struct stats *s, unsigned op_case, uint64_t ns)
 const char *stats_name(enum stat_id id)
 {
     return (unsigned)id < STAT_COUNT ? stats_names[id] : "?";
-}
-
-/* The counter called name, or -1. */
-int stats_find(const char *name)
-{
-    for (int i = 0; i < STAT_COUNT; i++)
-        if (strcmp(stats_names[i], name) == 0)
-            return i;
-    return -1;
 }
 
 /* Call fn for every counter (fixed ones, then "op_<name>" per op, named by op_name) with its value. */

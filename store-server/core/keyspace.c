@@ -107,12 +107,6 @@ static int ks_check(struct keyspace *ks, const struct ks_entry *e, size_t klen, 
     return CORE_OK;
 }
 
-/* Whether a write of vlen bytes to key (replacing what is there) fits the namespace limits; wire status. */
-int ks_fits(struct keyspace *ks, const char *key, size_t klen, size_t vlen)
-{
-    return ks_check(ks, ks_get(ks, key, klen), klen, vlen);
-}
-
 /* Bytes an entry with these lengths needs. */
 static size_t ks_size(size_t klen, size_t vlen)
 {

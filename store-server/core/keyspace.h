@@ -57,7 +57,5 @@ size_t ks_count(const struct keyspace *ks);
 int ks_each(const struct keyspace *ks, ktable_each_fn fn, void *arg);
 /* Use hash for this keyspace's table from now on (tests force collisions); only while it is empty. */
 void ks_set_hash(struct keyspace *ks, ktable_hash_fn hash);
-/* Whether a write of vlen bytes to key (replacing what is there) fits the namespace limits; wire status. */
-int ks_fits(struct keyspace *ks, const char *key, size_t klen, size_t vlen);
 
 #endif

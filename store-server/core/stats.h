@@ -144,8 +144,6 @@ static inline void stats_dec(struct stats *s, enum stat_id id)
 void stats_observe(struct stats *s, unsigned op_case, uint64_t ns);
 /* The public name of counter id. */
 const char *stats_name(enum stat_id id);
-/* The counter called name, or -1. */
-int stats_find(const char *name);
 /* Call fn for every counter (fixed ones, then "op_<name>" per op) with its value. */
 /* The name of op slot i, or NULL for an unused slot (the daemon's op table answers it). */
 typedef const char *(*stats_op_name_fn)(unsigned i);

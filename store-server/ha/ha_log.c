@@ -423,9 +423,3 @@ int ha_log_pending(const struct ha_log *l)
 {
     return l && (l->batch_n || l->head < l->nrecs);
 }
-
-/* The last etcd revision whose log records are applied here. */
-int64_t ha_log_applied(const struct ha_log *l)
-{
-    return l->applied;
-}

@@ -37,7 +37,5 @@ size_t ha_log_stop(struct ha_log *l);
 int ha_log_record(struct ha_log *l, uint64_t lsn, const struct record *r);
 /* Whether records handed to ha_log_record are still waiting for etcd. */
 int ha_log_pending(const struct ha_log *l);
-/* The last etcd revision whose log records are applied here. */
-int64_t ha_log_applied(const struct ha_log *l);
 
 #endif
