@@ -27,7 +27,7 @@ struct barrier_arrival {
 };
 
 /* Arrive at barrier name of ns (fetch: a key, or NULL), parked in share (the owner's count of parked
- * requests, or NULL) and the namespace's.  Returns a wire status; on OK *out is the parked arrival, or NULL
+ * requests, or NULL) and the namespace's.  Returns a core status; on OK *out is the parked arrival, or NULL
  * when this arrival released the round (done was already called for every arrival, this one too). */
 int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count, uint32_t timeout_ms, const char *fetch,
                    barrier_done_fn done, void *owner, size_t *share, uint64_t id, struct barrier_arrival **out,

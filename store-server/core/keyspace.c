@@ -88,7 +88,7 @@ void ks_set_hash(struct keyspace *ks, ktable_hash_fn hash)
         ks->table.hash = hash;
 }
 
-/* Whether replacing e (NULL: a new key of klen bytes) with a vlen-byte value fits the limits; wire status. */
+/* Whether replacing e (NULL: a new key of klen bytes) with a vlen-byte value fits the limits; a core status. */
 static int ks_check(struct keyspace *ks, const struct ks_entry *e, size_t klen, size_t vlen)
 {
     if (vlen > ks->max_value) {
@@ -144,7 +144,7 @@ static struct ks_entry *ks_create(struct keyspace *ks, const char *key, size_t k
 
 /* Make key's value its first off bytes followed by len bytes of src, then run the hook.  slot: the
  * key's slot from ktable_find, NULL when absent (limits already checked); extra: room to ask for on
- * top should the entry move.  Wire status. */
+ * top should the entry move.  A core status. */
 static int ks_store(struct keyspace *ks, uintptr_t *slot, const char *key, size_t klen, size_t off,
                     const uint8_t *src, size_t len, size_t extra)
 {
@@ -222,7 +222,7 @@ int ks_entry_int(const struct ks_entry *e, int64_t *out)
     return ks_parse_int(ks_val(e), e->vlen, out);
 }
 
-/* Add delta to the decimal int64 text at key (absent = 0); *out gets the sum.  Wire status. */
+/* Add delta to the decimal int64 text at key (absent = 0); *out gets the sum.  A core status. */
 int ks_add(struct keyspace *ks, const char *key, size_t klen, int64_t delta, int64_t *out)
 {
     const struct ks_entry *e = ks_get(ks, key, klen);
@@ -239,7 +239,7 @@ int ks_add(struct keyspace *ks, const char *key, size_t klen, int64_t delta, int
     return st;
 }
 
-/* Append bytes to key (created when absent); *len gets the new length.  Wire status. */
+/* Append bytes to key (created when absent); *len gets the new length.  A core status. */
 int ks_append(struct keyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen, size_t *len)
 {
     uintptr_t *slot = ktable_find(&ks->table, key, klen);

@@ -38,13 +38,13 @@ void ks_fini(struct keyspace *ks);
 /* The entry for key, or NULL; valid until the next write to the keyspace (entries move). */
 const struct ks_entry *ks_get(const struct keyspace *ks, const char *key, size_t klen);
 /* Store a copy of val (never bytes inside the keyspace) under key; with take, val (malloc'd) is
- * also freed, even on failure.  Returns a wire status (OK or LIMIT). */
+ * also freed, even on failure.  Returns a core status (OK or LIMIT). */
 int ks_set(struct keyspace *ks, const char *key, size_t klen, uint8_t *val, size_t vlen, int take);
 /* Remove key; 1 when it existed. */
 int ks_delete(struct keyspace *ks, const char *key, size_t klen);
-/* Add delta to the decimal int64 text at key (absent = 0); *out gets the sum.  Wire status. */
+/* Add delta to the decimal int64 text at key (absent = 0); *out gets the sum.  A core status. */
 int ks_add(struct keyspace *ks, const char *key, size_t klen, int64_t delta, int64_t *out);
-/* Append bytes to key (created when absent); *len gets the new length.  Wire status. */
+/* Append bytes to key (created when absent); *len gets the new length.  A core status. */
 int ks_append(struct keyspace *ks, const char *key, size_t klen, const uint8_t *val, size_t vlen, size_t *len);
 /* TCPStore compare_set; *e gets the entry to answer from (NULL: answer `expected`); *swapped whether it wrote. */
 int ks_compare_set(struct keyspace *ks, const char *key, size_t klen, const uint8_t *exp, size_t elen,

@@ -457,7 +457,7 @@ static void rdzv_node_free(struct rdzv_node *n)
 
 /* --------------------------------------------------------------- ops */
 
-/* Check a join's parameters; a wire status with msg filled. */
+/* Check a join's parameters; a core status with msg filled. */
 static int rdzv_join_check(const struct rdzv_join_req *j, char *msg, size_t len)
 {
     if (strlen(j->node_id) > RDZV_ID_MAX) {
@@ -490,7 +490,7 @@ static void rdzv_auto_id(const struct rdzv *rz, struct rdzv_node *n)
         snprintf(n->id, sizeof n->id, "node-%" PRIu64 "-%u", n->owner.session_id, k);
 }
 
-/* Whether the join agrees with the open round; a wire status with msg filled. */
+/* Whether the join agrees with the open round; a core status with msg filled. */
 static int rdzv_join_fits(const struct rdzv *rz, const struct rdzv_join_req *j, char *msg, size_t len)
 {
     if (rz->round.n > 0 && (j->min_nodes != rz->min || j->max_nodes != rz->max)) {
@@ -505,7 +505,7 @@ static int rdzv_join_fits(const struct rdzv *rz, const struct rdzv_join_req *j, 
     return CORE_OK;
 }
 
-/* Put node n into the open round with its request id and deadline; a wire status with msg filled. */
+/* Put node n into the open round with its request id and deadline; a core status with msg filled. */
 static int rdzv_park(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_t id, char *msg, size_t len)
 {
     struct rdzv *rz = n->rz;

@@ -79,7 +79,7 @@ struct rdzv_assignment {
     const struct rdzv_member *members;
 };
 
-/* What a join asks for (the wire's RdzvJoinReq; timeout_ms already clamped by the caller or not). */
+/* What a join asks for (the wire's RdzvJoinReq; rdzv_join clamps timeout_ms with core_timeout). */
 struct rdzv_join_req {
     const char *node_id; /* "" for one the core makes up */
     uint32_t local_world_size, min_nodes, max_nodes, last_call_ms, timeout_ms;
