@@ -15,6 +15,7 @@
 struct server;
 struct ns;
 struct event;
+struct rdzv_node;
 
 /* A request id parked on this connection (a blocking op); cancel frees its owner silently at close. */
 struct conn_pending {
@@ -33,7 +34,7 @@ struct conn {
     int admitted;   /* counted in srv->nconns */
     size_t nwatches;
     size_t nwaiters; /* parked requests (the --max-waiters-per-conn count) */
-    void *rdzv;     /* rendezvous membership, owned by rdzv.c */
+    struct rdzv_node *rdzv; /* rendezvous membership or parked join, owned by core/rdzv.c */
     char name[64];
 };
 
@@ -44,6 +45,8 @@ const char *conn_peer(struct conn *c);
 void conn_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen);
 /* As conn_accept, for a socket of a TLS listener (the handshake runs before the first frame). */
 void conn_accept_tls(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen);
+/* Pack one ServerFrame into the output buffer; 0 on success. */
+int conn_send(struct conn *c, const Muster__ServerFrame *f);
 /* Send Response{id, status, msg, result}; result (any *Res message, or NULL) picks the oneof case. */
 void conn_reply(struct conn *c, uint64_t id, int status, const char *msg, const ProtobufCMessage *result);
 /* Send an error Response whose message is formatted. */
