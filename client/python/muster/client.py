@@ -8,30 +8,62 @@ Every call that talks to the server releases the GIL.
 
 Timeouts are seconds (int or float) or datetime.timedelta; None means the
 client's default (the ``timeout`` given to connect(), else the URL's
-``?timeout=``, else 30 s).  Blocking calls pass the deadline to the server,
-which answers Timeout and leaves the connection usable.
+``?timeout=``, else 30 s).  float('inf') and timedelta.max (anything from
+2**32 - 1 ms, about 49.7 days, up) mean no deadline: a blocking call then
+waits again each time the server's --max-wait-timeout passes.  Blocking
+calls pass the deadline to the server, which answers Timeout and leaves the
+connection usable.  A negative or NaN timeout, and an integer argument out
+of the range the protocol carries, raise ValueError.
 """
 
 import datetime
 import math
+import operator
 
 from . import _core
-from .errors import NotFound
+from .errors import NotFound, Timeout
 
+#: The longest deadline libmuster carries (2**32 - 1 ms, about 49.7 days).
 _MAX_MS = 2**32 - 1
+U32_MAX = 2**32 - 1
+I64_MIN, I64_MAX = -2**63, 2**63 - 1
+
+
+def seconds_of(timeout):
+    """Seconds (a float, maybe inf) from seconds or a timedelta; ValueError when negative or NaN."""
+    try:
+        seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
+    except (TypeError, ValueError):
+        raise TypeError(f"timeout must be seconds or a timedelta, not {timeout!r}") from None
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"timeout must be a non-negative number of seconds, not {timeout!r}")
+    return seconds
+
+
+def unbounded(timeout):
+    """Whether timeout means no deadline: float('inf'), timedelta.max, or
+    anything at least as long as the longest deadline libmuster carries."""
+    return timeout is not None and seconds_of(timeout) * 1000 >= _MAX_MS
 
 
 def to_ms(timeout):
-    """Milliseconds for libmuster from seconds or a timedelta (None -> 0, the default)."""
+    """Milliseconds for libmuster from seconds or a timedelta (None -> 0, the
+    default; no deadline -> the longest)."""
     if timeout is None:
         return 0
-    if isinstance(timeout, datetime.timedelta):
-        seconds = timeout.total_seconds()
-    else:
-        seconds = float(timeout)
-    if math.isnan(seconds) or seconds < 0:
-        raise ValueError(f"timeout must be a non-negative number of seconds, not {timeout!r}")
-    return min(_MAX_MS, max(1, math.ceil(seconds * 1000)))
+    ms = seconds_of(timeout) * 1000
+    return _MAX_MS if ms >= _MAX_MS else max(1, math.ceil(ms))
+
+
+def check_int(name, value, lo, hi):
+    """value as an int in [lo, hi]: TypeError when not an integer, ValueError when out of range."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
+    if not lo <= n <= hi:
+        raise ValueError(f"{name} must be between {lo} and {hi}, not {n}")
+    return n
 
 
 def to_bytes(value):
@@ -112,7 +144,19 @@ class Client:
         self.url = url
         self._conn = _core.Conn(url, to_ms(connect_timeout if connect_timeout is not None else timeout),
                                 to_ms(timeout), name)
+        self._forever = unbounded(timeout)
         self._pending = []
+
+    def _until(self, call, timeout):
+        """call(ms), and again after each server deadline while timeout means no deadline."""
+        ms = to_ms(timeout)
+        forever = unbounded(timeout) if timeout is not None else self._forever
+        while True:
+            try:
+                return call(ms)
+            except Timeout:
+                if not forever:
+                    raise
 
     # -- key-value
 
@@ -125,7 +169,9 @@ class Client:
         to timeout: Timeout).  Absent and not waiting: default if given, else
         NotFound."""
         try:
-            return self._conn.get(key, bool(wait), to_ms(timeout))
+            if not wait:
+                return self._conn.get(key, False, to_ms(timeout))
+            return self._until(lambda ms: self._conn.get(key, True, ms), timeout)
         except NotFound:
             if default is NotFound:
                 raise
@@ -133,7 +179,7 @@ class Client:
 
     def add(self, key, delta=1, timeout=None):
         """Add delta to the integer at key (absent = 0); returns the new value."""
-        return self._conn.add(key, int(delta), to_ms(timeout))
+        return self._conn.add(key, check_int("delta", delta, I64_MIN, I64_MAX), to_ms(timeout))
 
     def compare_set(self, key, expected, desired, timeout=None):
         """TCPStore compare_set: write desired when key holds expected (or when
@@ -150,12 +196,16 @@ class Client:
 
     def wait(self, keys, timeout=None):
         """Block until every key exists; Timeout when the deadline passes first."""
-        self._conn.wait(_keys(keys), to_ms(timeout))
+        keys = _keys(keys)
+        self._until(lambda ms: self._conn.wait(keys, ms), timeout)
 
     def multi_get(self, keys, wait=False, timeout=None):
         """The values of all keys, all or nothing (NotFound when one is absent
         and not waiting)."""
-        return self._conn.multi_get(list(keys), bool(wait), to_ms(timeout))
+        keys = list(keys)
+        if not wait:
+            return self._conn.multi_get(keys, False, to_ms(timeout))
+        return self._until(lambda ms: self._conn.multi_get(keys, True, ms), timeout)
 
     def multi_set(self, keys, values=None, timeout=None):
         """Set several keys atomically: multi_set(keys, values) or multi_set(dict)."""
@@ -170,6 +220,7 @@ class Client:
     def keys(self, prefix="", timeout=None, page=0):
         """Every key with prefix, in byte order (paged underneath; page 0 = the
         server's page size)."""
+        page = check_int("page", page, 0, U32_MAX)
         out, after = [], None
         while True:
             batch, more = self._conn.list(prefix, after, page, to_ms(timeout))
@@ -185,7 +236,8 @@ class Client:
     def barrier(self, name, count, fetch=None, timeout=None):
         """Wait at barrier name until count arrivals; returns the round.  With
         fetch=KEY returns (round, value of KEY at release or None)."""
-        rnd, value = self._conn.barrier(name, int(count), fetch, to_ms(timeout))
+        count = check_int("count", count, 1, U32_MAX)
+        rnd, value = self._until(lambda ms: self._conn.barrier(name, count, fetch, ms), timeout)
         return rnd if fetch is None else (rnd, value)
 
     def ping(self, timeout=None):
@@ -200,16 +252,16 @@ class Client:
 
     def next_event(self, timeout=None):
         """The next pushed event of any kind, or None when none came within
-        timeout (0 = only what already arrived; None = wait until one comes)."""
+        timeout (0 = only what already arrived; None or no deadline = wait
+        until one comes)."""
         if self._pending:
             return self._pending.pop(0)
         return self._wait_event(timeout)
 
     def _wait_event(self, timeout):
         """One event from the connection within timeout (None: unbounded), or None."""
-        if timeout is not None:
-            seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
-            raw = self._conn.next_event(to_ms(seconds) if seconds > 0 else 0)
+        if timeout is not None and not unbounded(timeout):
+            raw = self._conn.next_event(to_ms(timeout) if seconds_of(timeout) > 0 else 0)
             return Event(raw) if raw is not None else None
         while True:
             raw = self._conn.next_event(to_ms(self._POLL_S))

@@ -27,7 +27,12 @@ class NotFound(Error, KeyError):
 
 
 class Timeout(Error, TimeoutError):
-    """The deadline passed (MUSTER_ETIMEDOUT); retryable."""
+    """The deadline passed (MUSTER_ETIMEDOUT); retryable.  The message starts
+    with "Timeout", the word torch's users and tests look for."""
+
+    def __init__(self, message, code=None, retryable=False, detail=""):
+        super().__init__(f"Timeout: {message}", code, retryable, detail)
+        self.message = message
 
 
 class BadRequest(Error, ValueError):

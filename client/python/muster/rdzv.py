@@ -19,7 +19,7 @@ import queue
 import threading
 import time
 
-from .client import Client, Event, to_ms
+from .client import U32_MAX, Client, Event, check_int, to_ms, unbounded
 from .errors import ConnectionLost, NotMember, Stale
 
 __all__ = ["Node", "Assignment"]
@@ -48,9 +48,12 @@ class Node:
     def __init__(self, url=None, node_id=None, local_world_size=1, min_nodes=1, max_nodes=None, last_call=0,
                  want_members=False, timeout=None, connect_timeout=None):
         self.node_id = node_id
-        self.local_world_size = local_world_size
-        self.min_nodes = min_nodes
-        self.max_nodes = max_nodes if max_nodes is not None else min_nodes
+        self.local_world_size = check_int("local_world_size", local_world_size, 1, U32_MAX)
+        self.min_nodes = check_int("min_nodes", min_nodes, 1, U32_MAX)
+        self.max_nodes = check_int("max_nodes", max_nodes if max_nodes is not None else min_nodes, self.min_nodes,
+                                   U32_MAX)
+        if unbounded(last_call):
+            raise ValueError("last_call must be finite (a round closes at max_nodes, or at min_nodes after it)")
         self.last_call = last_call
         self.want_members = want_members
         self.client = Client(url, timeout=timeout, connect_timeout=connect_timeout, name="muster.rdzv")
@@ -62,11 +65,13 @@ class Node:
 
     def join(self, timeout=None):
         """Join the job's next round and wait for its assignment (Timeout,
-        Conflict when the round's min/max differ or the node id is taken)."""
+        Conflict when the round's min/max differ or the node id is taken);
+        with no deadline, join again each time the server's deadline passes."""
         self._stop_heartbeats()
-        a = self.client._conn.rdzv_join(self.node_id, self.local_world_size, self.min_nodes, self.max_nodes,
-                                        to_ms(self.last_call) if self.last_call else 0, self.want_members,
-                                        to_ms(timeout))
+        last_call = to_ms(self.last_call) if self.last_call else 0
+        a = self.client._until(lambda ms: self.client._conn.rdzv_join(
+            self.node_id, self.local_world_size, self.min_nodes, self.max_nodes, last_call, self.want_members, ms),
+            timeout)
         self.assignment = Assignment(a)
         self.stale = False
         self._stop.clear()

@@ -28,10 +28,13 @@ import urllib.parse
 
 import torch.distributed as dist
 
-from .client import Client, to_bytes, to_ms
+from .client import _MAX_MS, I64_MAX, I64_MIN, U32_MAX, Client, check_int, seconds_of, to_bytes, unbounded
 from .errors import Timeout
 
-__all__ = ["MusterStore", "StoreTimeout", "DEFAULT_TIMEOUT", "url_from_init_method"]
+__all__ = ["MusterStore", "StoreTimeout", "DEFAULT_TIMEOUT", "NO_DEADLINE", "url_from_init_method"]
+
+#: The store timeout that means no deadline (what inf and timedelta.max become).
+NO_DEADLINE = datetime.timedelta(milliseconds=_MAX_MS)
 
 #: torch's default store timeout (torch.distributed.constants.default_pg_timeout).
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
@@ -42,10 +45,14 @@ class StoreTimeout(Timeout, getattr(dist, "DistStoreError", RuntimeError)):
 
 
 def _as_timedelta(timeout):
-    """timedelta from a timedelta or seconds."""
+    """timedelta from a timedelta or seconds; no deadline (inf, timedelta.max)
+    is the longest libmuster carries, which torch's own timeout can hold too."""
+    if unbounded(timeout):
+        return NO_DEADLINE
     if isinstance(timeout, datetime.timedelta):
+        seconds_of(timeout)  # ValueError when negative
         return timeout
-    return datetime.timedelta(seconds=float(timeout))
+    return datetime.timedelta(seconds=seconds_of(timeout))
 
 
 class MusterStore(dist.Store):
@@ -84,7 +91,7 @@ class MusterStore(dist.Store):
 
     def add(self, key, amount):
         """Add amount to the integer at key (absent = 0); returns the new value."""
-        return self._call(self._client.add, key, int(amount))
+        return self._call(self._client.add, key, check_int("amount", amount, I64_MIN, I64_MAX))
 
     def compare_set(self, key, expected_value, desired_value):
         """Write desired_value when key holds expected_value (or is absent and
@@ -112,7 +119,6 @@ class MusterStore(dist.Store):
     def set_timeout(self, timeout):
         """Set the store timeout used by get and wait."""
         self._timeout = _as_timedelta(timeout)
-        to_ms(self._timeout)  # reject negative timeouts here, not at the next get
         super().set_timeout(self._timeout)
 
     def multi_get(self, keys):
@@ -154,7 +160,8 @@ def url_from_init_method(url):
     None.  The other query parameters are libmuster's (token, timeout in
     milliseconds, tls, ca, cert, key, name, failover) and pass through;
     timeout is also returned, as a timedelta, or None.  muster+tls:// means
-    TLS."""
+    TLS.  ValueError when rank, world_size or timeout is not an integer in
+    range."""
     scheme, sep, rest = url.partition("://")
     if not sep or scheme not in ("muster", "muster+tls"):
         raise ValueError(f"not a muster:// URL: {url!r}")
@@ -162,21 +169,32 @@ def url_from_init_method(url):
     kept, rank, world_size, timeout = [], None, None, None
     for k, v in urllib.parse.parse_qsl(query, keep_blank_values=True):
         if k == "rank":
-            rank = int(v)
+            rank = _int_text("rank", v, 0, U32_MAX - 1)
         elif k == "world_size":
-            world_size = int(v)
+            world_size = _int_text("world_size", v, 1, U32_MAX)
         else:
             if k == "timeout":
-                timeout = datetime.timedelta(milliseconds=int(v))
+                timeout = datetime.timedelta(milliseconds=_int_text("timeout", v, 1, _MAX_MS))
             kept.append((k, v))
     if rank is None and os.environ.get("RANK"):
-        rank = int(os.environ["RANK"])
+        rank = _int_text("RANK", os.environ["RANK"], 0, U32_MAX - 1)
     if world_size is None and os.environ.get("WORLD_SIZE"):
-        world_size = int(os.environ["WORLD_SIZE"])
+        world_size = _int_text("WORLD_SIZE", os.environ["WORLD_SIZE"], 1, U32_MAX)
+    if rank is not None and world_size is not None and rank >= world_size:
+        raise ValueError(f"rank {rank} is not below world_size {world_size}")
     store_url = ("tls://" if scheme == "muster+tls" else "tcp://") + base
     if kept:
         store_url += "?" + urllib.parse.urlencode(kept, quote_via=urllib.parse.quote)
     return store_url, rank, world_size, timeout
+
+
+def _int_text(name, text, lo, hi):
+    """The decimal integer text names, in [lo, hi]; ValueError otherwise."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a decimal integer, not {text!r}") from None
+    return check_int(name, n, lo, hi)
 
 
 def _muster_rendezvous_handler(url, timeout=DEFAULT_TIMEOUT, **kwargs):

@@ -9,6 +9,7 @@ import time
 import pytest
 
 import muster
+import muster.rdzv
 
 
 def test_set_get_bytes_and_str(url):
@@ -89,6 +90,65 @@ def test_timed_out_wait_leaves_connection_usable(url):
         assert c.broken == 0
         c.set("after", b"ok")
         assert c.get("after") == b"ok"
+
+
+def test_timeout_message_says_timeout(url):
+    with muster.connect(url, timeout=5) as c:
+        with pytest.raises(muster.Timeout, match="^Timeout: ") as ei:
+            c.wait(["k"], datetime.timedelta(seconds=0.25))
+        assert "timed out after 250 ms" in str(ei.value)
+        assert ei.value.message == "deadline passed before the operation completed"
+
+
+def test_integer_and_timeout_arguments_range_checked(url):
+    with muster.connect(url, timeout=5) as c:
+        for bad in (-1, 0, 2**32):
+            with pytest.raises(ValueError, match="count"):
+                c.barrier("b", bad)
+        with pytest.raises(TypeError, match="count"):
+            c.barrier("b", 2.0)
+        for bad in (2**63, -2**63 - 1):
+            with pytest.raises(ValueError, match="delta"):
+                c.add("n", bad)
+        assert c.add("n", -2**63) == -2**63
+        with pytest.raises(ValueError, match="page"):
+            c.keys(page=-1)
+        for bad in (-1, float("nan"), datetime.timedelta(seconds=-1)):
+            with pytest.raises(ValueError, match="timeout"):
+                c.get("k", wait=True, timeout=bad)
+            with pytest.raises(ValueError, match="timeout"):
+                c.next_event(timeout=bad)
+        with pytest.raises(TypeError, match="timeout"):
+            c.set("k", b"v", timeout="soon")
+        with pytest.raises(ValueError, match="local_world_size"):
+            muster.rdzv.Node(url, node_id="n", local_world_size=-1)
+        with pytest.raises(ValueError, match="max_nodes"):
+            muster.rdzv.Node(url, node_id="n", min_nodes=3, max_nodes=2)
+        with pytest.raises(ValueError, match="last_call"):
+            muster.rdzv.Node(url, node_id="n", min_nodes=1, max_nodes=2, last_call=float("inf"))
+        assert c.broken == 0 and c.num_keys() == 1  # nothing reached the server
+
+
+def test_infinite_timeout_means_no_deadline(start_daemon):
+    # The server cuts every deadline to --max-wait-timeout (300 ms here): a
+    # call with no deadline waits again each time it passes.
+    d = start_daemon("--max-wait-timeout", "300", "--wait-timeout", "300")
+    url = d.url()
+    with muster.connect(url, timeout=5) as c, muster.connect(url, timeout=5) as other:
+        threading.Timer(1.0, lambda: other.set("late", b"1")).start()
+        assert c.get("late", wait=True, timeout=float("inf")) == b"1"
+        threading.Timer(1.0, lambda: other.set("late2", b"2")).start()
+        c.wait(["late2"], timeout=datetime.timedelta.max)
+        threading.Timer(1.0, lambda: other.barrier("b", 2, timeout=5)).start()
+        assert c.barrier("b", 2, timeout=float("inf")) == 1
+        with pytest.raises(muster.Timeout):
+            c.get("never", wait=True, timeout=5)  # a finite deadline is cut by the server
+        threading.Timer(0.5, lambda: other.set("ev/x", b"")).start()
+        with c.watch("ev/") as w:
+            assert w.next(timeout=float("inf")).key == "ev/x"
+    with muster.connect(url, timeout=float("inf"), connect_timeout=5) as c, muster.connect(url, timeout=5) as other:
+        threading.Timer(1.0, lambda: other.set("late3", b"3")).start()
+        assert c.get("late3", wait=True) == b"3"  # the client's default: no deadline
 
 
 def test_barrier_with_fetch(url):

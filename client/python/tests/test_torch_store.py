@@ -76,6 +76,45 @@ def test_wait_timeout_and_get_timeout(store):
     assert store.timeout == datetime.timedelta(milliseconds=300)
 
 
+def test_timeout_says_timeout_and_is_torchs_error(store):
+    # torch's own store tests match assertRaisesRegex(RuntimeError, "[Tt]imeout")
+    torch_error = getattr(dist, "DistStoreError", RuntimeError)
+    with pytest.raises(torch_error, match="[Tt]imeout") as ei:
+        store.wait(["k"], datetime.timedelta(seconds=0.25))
+    assert isinstance(ei.value, RuntimeError) and isinstance(ei.value, TimeoutError)
+    assert "250 ms" in str(ei.value)
+    store.set_timeout(datetime.timedelta(milliseconds=200))
+    with pytest.raises(RuntimeError, match="[Tt]imeout"):
+        store.get("k")
+    with pytest.raises(RuntimeError, match="[Tt]imeout"):
+        dist.PrefixStore("p", store).wait(["k"], datetime.timedelta(milliseconds=200))
+
+
+def test_timeout_and_amount_ranges(url):
+    with pytest.raises(ValueError):
+        MusterStore(url, timeout=-1)
+    s = MusterStore(url, timeout=float("inf"))  # no deadline: torch holds the longest libmuster carries
+    assert s.timeout == datetime.timedelta(milliseconds=2**32 - 1)
+    s.set_timeout(datetime.timedelta.max)
+    assert s.timeout == datetime.timedelta(milliseconds=2**32 - 1)
+    with pytest.raises(ValueError):
+        s.set_timeout(datetime.timedelta(seconds=-1))
+    with pytest.raises(ValueError):
+        s.add("n", 2**63)
+    with pytest.raises(TypeError):
+        s.add("n", 1.5)
+    assert s.add("n", 2**63 - 1) == 2**63 - 1
+    with pytest.raises(ValueError, match="rank"):
+        url_from_init_method("muster://h:1/j?rank=-1&world_size=2")
+    with pytest.raises(ValueError, match="world_size"):
+        url_from_init_method("muster://h:1/j?rank=0&world_size=0")
+    with pytest.raises(ValueError, match="rank 2 is not below"):
+        url_from_init_method("muster://h:1/j?rank=2&world_size=2")
+    with pytest.raises(ValueError, match="timeout"):
+        url_from_init_method("muster://h:1/j?rank=0&world_size=1&timeout=4294967296")
+    s.close()
+
+
 def test_num_keys_delete_key(store):
     store.set("key0", "value0")
     store.add("key1", 1)
