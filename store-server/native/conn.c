@@ -34,6 +34,7 @@
 #include "conn_io.h"
 #include "conn_life.h"
 #include "clock.h"
+#include "hello.h"
 #include "log.h"
 #include "ns.h"
 #include "ops.h"
@@ -79,7 +80,7 @@ static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t 
 }
 
 /* Pack one ServerFrame into the output buffer; 0 on success. */
-static int conn_send(struct conn *c, const Muster__ServerFrame *f)
+int conn_send(struct conn *c, const Muster__ServerFrame *f)
 {
     return conn_send_sized(c, f, protobuf_c_message_get_packed_size(&f->base));
 }
@@ -198,6 +199,7 @@ static void (*const conn_close_hooks[])(struct conn *c) = {
     op_rdzv_conn_closed, /* a member's connection is its session */
     watch_conn_closed,
     conn_ns_left,
+    hello_conn_closed, /* a hello held out its address's token wait */
 };
 
 /* The release hook: run the close hooks, uncount and unlink c, free it. */
@@ -288,94 +290,11 @@ static void conn_expired(struct conn_life *l, enum life_expiry why)
 static int conn_waiting(const struct conn_life *l)
 {
     const struct conn *c = (const struct conn *)l;
-    return c->pending || c->rdzv || c->nwatches;
+    return c->pending || c->rdzv || c->nwatches || c->held;
 }
 
 /* The native front end's answers to the connection life. */
 static const struct life_ops conn_life_ops = {"conn", conn_expired, conn_waiting, conn_free};
-
-/* Check a hello's token for namespace name; 1 when it may go on, else 0 after refusing the hello.
- *
- * After a wrong token, the source address waits --auth-backoff (doubling per failure, up to
- * --auth-backoff-max) before its next token is even compared; a hello in that window is answered
- * LIMIT with the wait, not UNAUTHENTICATED, since its token was not judged and libmuster retries
- * LIMIT within its connect deadline.  Those refusals do not lengthen the wait, so a client with the
- * right token behind the same address waits at most --auth-backoff-max per failure of the other.
- * Only namespaces with a token are held back: an address's open namespaces keep working. */
-static int conn_token_ok(struct conn *c, const char *name, const char *token)
-{
-    struct server *srv = c->srv;
-    const struct sockaddr *sa = (const struct sockaddr *)&c->life.addr;
-    if (!ns_configured(srv, name))
-        return 1;
-    uint64_t wait = source_hello_wait(srv, sa);
-    if (wait) {
-        stats_inc(&srv->stats, STAT_AUTH_THROTTLED);
-        conn_fail(c, MUSTER__STATUS__LIMIT, "too many failed hellos from this address: retry in %llu ms",
-                  (unsigned long long)wait);
-        return 0;
-    }
-    if (ns_token_ok(srv, name, token))
-        return 1;
-    source_hello_failed(srv, sa);
-    stats_inc(&srv->stats, STAT_AUTH_FAILED);
-    conn_fail(c, MUSTER__STATUS__UNAUTHENTICATED, "wrong token for namespace '%s'", name);
-    return 0;
-}
-
-/* Handle Hello: version, namespace, token; answer HelloReply with the limits. */
-static void conn_hello(struct conn *c, const Muster__Hello *h)
-{
-    struct server *srv = c->srv;
-    const struct options *o = &srv->opt;
-    const char *name = h->namespace_ && *h->namespace_ ? h->namespace_ : "default";
-    int st = MUSTER__STATUS__INTERNAL;
-    struct ns *ns = NULL;
-    if (c->ns) {
-        stats_inc(&srv->stats, STAT_HELLO_BAD);
-        conn_fail(c, MUSTER__STATUS__BAD_REQUEST, "hello sent twice");
-    } else if (h->protocol_version != MUSTER_PROTOCOL_VERSION) {
-        stats_inc(&srv->stats, STAT_HELLO_BAD);
-        conn_fail(c, MUSTER__STATUS__BAD_REQUEST, "protocol version %u not supported (this server speaks %d)",
-                  h->protocol_version, MUSTER_PROTOCOL_VERSION);
-    } else if (strlen(name) > NS_NAME_MAX) {
-        stats_inc(&srv->stats, STAT_HELLO_BAD);
-        conn_fail(c, MUSTER__STATUS__BAD_REQUEST, "namespace name longer than %d bytes", NS_NAME_MAX);
-    } else if (o->closed_namespaces && !ns_configured(srv, name)) {
-        stats_inc(&srv->stats, STAT_NS_REFUSED);
-        conn_fail(c, MUSTER__STATUS__UNAUTHENTICATED, "namespace '%s' is not configured on this server", name);
-    } else if (!conn_token_ok(c, name, h->token)) {
-        /* conn_token_ok answered */
-    } else if (!(ns = ns_open(srv, name, (const struct sockaddr *)&c->life.addr, &st))) {
-        conn_fail(c, st, "cannot open namespace '%s'%s", name,
-                  st == MUSTER__STATUS__LIMIT ? ": namespace limit reached (server or this address)" : "");
-    } else {
-        c->ns = ns;
-        ns_conn_joined(ns);
-        snprintf(c->name, sizeof c->name, "%s", h->client_name ? h->client_name : "");
-        conn_life_greeted(&c->life);
-        stats_inc(&srv->stats, STAT_HELLO_OK);
-        if (log_enabled(LOG_DEBUG))
-            log_msg(LOG_DEBUG, "conn %llu %s: hello ns '%s' client '%s'", (unsigned long long)c->life.id,
-                    conn_peer(c), ns->name, c->name);
-        Muster__Limits lim = MUSTER__LIMITS__INIT;
-        lim.max_frame = (uint32_t)o->max_frame;
-        lim.max_key = (uint32_t)o->max_key;
-        lim.max_value = (uint32_t)o->max_value;
-        lim.max_keys_per_request = (uint32_t)o->max_keys_per_request;
-        lim.default_wait_timeout_ms = (uint32_t)o->wait_timeout;
-        lim.heartbeat_timeout_ms = (uint32_t)o->heartbeat_timeout;
-        Muster__HelloReply r = MUSTER__HELLO_REPLY__INIT;
-        r.server_version = MUSTER_VERSION;
-        r.protocol_version = MUSTER_PROTOCOL_VERSION;
-        r.limits = &lim;
-        r.session_id = c->life.id;
-        Muster__ServerFrame f = MUSTER__SERVER_FRAME__INIT;
-        f.frame_case = MUSTER__SERVER_FRAME__FRAME_HELLO_REPLY;
-        f.hello_reply = &r;
-        conn_send(c, &f);
-    }
-}
 
 /* Decode and handle one complete frame: len body bytes at body (unpacking copies what it keeps). */
 static void conn_frame(struct conn *c, const uint8_t *body, uint32_t len)
@@ -400,7 +319,8 @@ static void conn_frame(struct conn *c, const uint8_t *body, uint32_t len)
         stats_inc(st, STAT_BAD_FRAME);
         conn_fail(c, MUSTER__STATUS__BAD_REQUEST, "hello holds a NUL byte in a string");
     } else if (f->frame_case == MUSTER__CLIENT_FRAME__FRAME_HELLO) {
-        conn_hello(c, f->hello);
+        if (hello_handle(c, f) == HELLO_HELD)
+            return; /* c keeps f until its address's token wait is over */
     } else if (f->frame_case == MUSTER__CLIENT_FRAME__FRAME_REQUEST) {
         ops_dispatch(c, f->request);
     } else {
@@ -436,7 +356,7 @@ static void conn_process(struct conn *c)
     struct evbuffer *in = c->life.io.in;
     size_t want = FRAME_HDR;
     for (int n = 0;; n++) {
-        if (!conn_live(c) || c->life.paused)
+        if (!conn_live(c) || c->life.paused || c->held)
             return;
         size_t avail = evbuffer_get_length(in);
         if (avail < FRAME_HDR)
@@ -473,7 +393,7 @@ static void conn_process_direct(struct conn *c, const uint8_t *buf, size_t n)
 {
     size_t off = 0;
     int k = 0;
-    for (; k < CONN_BATCH && conn_live(c) && !c->life.paused && n - off >= FRAME_HDR; k++) {
+    for (; k < CONN_BATCH && conn_live(c) && !c->life.paused && !c->held && n - off >= FRAME_HDR; k++) {
         uint32_t len = frame_len(buf + off);
         if (conn_check_len(c, len) != 0)
             return;

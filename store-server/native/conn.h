@@ -35,6 +35,8 @@ struct conn {
     size_t nwatches;
     size_t nwaiters; /* parked requests (the --max-waiters-per-conn count) */
     struct rdzv_node *rdzv; /* rendezvous membership or parked join, owned by core/rdzv.c */
+    Muster__ClientFrame *held; /* a hello waiting out its address's token backoff (hello.c) */
+    struct event *held_ev;     /* when that wait ends */
     char name[64];
 };
 

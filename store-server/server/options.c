@@ -128,8 +128,9 @@ static const struct opt_row opt_rows[] = {
     {"token-file", "MUSTER_TOKEN_FILE", OPT_STR, UNIT_COUNT, "", OFF(token_file),
      "file of 'NS TOKEN' lines ('#' comments), read at start", -1, 0, 0},
     {"auth-backoff", "MUSTER_AUTH_BACKOFF", OPT_UINT, UNIT_MS, "100", OFF(auth_backoff),
-     "after a wrong token, hellos from that address naming a token-protected namespace are answered LIMIT "
-     "(with the wait) for this long, doubling with each further failure (0 = off)", STAT_AUTH_THROTTLED, U32, 0},
+     "after a wrong token, hellos from that address naming a token-protected namespace are held this long "
+     "before their token is compared (LIMIT with the wait if it would outlast --hello-timeout), doubling with "
+     "each further failure (0 = off)", STAT_AUTH_THROTTLED, U32, 0},
     {"auth-backoff-max", "MUSTER_AUTH_BACKOFF_MAX", OPT_UINT, UNIT_MS, "5000", OFF(auth_backoff_max),
      "longest --auth-backoff wait; an address without failures this long after its wait starts over",
      STAT_AUTH_THROTTLED, U32, 0},

@@ -99,8 +99,16 @@ uint64_t source_hello_wait(struct server *srv, const struct sockaddr *sa)
     return s && s->until_ms > now ? s->until_ms - now : 0;
 }
 
+/* The wait after the fails-th failure in a row: --auth-backoff doubled per failure before it, at most
+ * --auth-backoff-max. */
+static uint64_t source_delay(const struct options *o, uint32_t fails)
+{
+    uint64_t delay = o->auth_backoff << (fails < 32 ? fails : 32);
+    return delay > o->auth_backoff_max || fails >= 32 ? o->auth_backoff_max : delay;
+}
+
 /* A hello from sa named a wrong token: start or lengthen its backoff. */
-void source_hello_failed(struct server *srv, const struct sockaddr *sa)
+static void source_hello_failed(struct server *srv, const struct sockaddr *sa)
 {
     const struct options *o = &srv->opt;
     struct source *s = o->auth_backoff ? source_find(srv, sa, 1) : NULL;
@@ -110,15 +118,28 @@ void source_hello_failed(struct server *srv, const struct sockaddr *sa)
     /* An address quiet for the longest delay after its last window starts over. */
     if (now >= s->until_ms + o->auth_backoff_max)
         s->fails = 0;
-    uint64_t delay = o->auth_backoff << (s->fails < 32 ? s->fails : 32);
-    if (delay > o->auth_backoff_max || s->fails >= 32)
-        delay = o->auth_backoff_max;
+    s->until_ms = now + source_delay(o, s->fails);
     s->fails++;
-    s->until_ms = now + delay;
     if (!s->nns) { /* most recently failed goes last */
         DL_DELETE(srv->source_lru, s);
         DL_APPEND(srv->source_lru, s);
     }
+}
+
+/* A token from sa was compared (ok: it was right).  A wrong one starts or lengthens the backoff.  A
+ * right one while failures are fresh spaces the next comparison by --auth-backoff: without it, the
+ * hellos held for the same moment would all be compared at once, one right token letting any number
+ * of guesses through behind it. */
+void source_hello_checked(struct server *srv, const struct sockaddr *sa, int ok)
+{
+    if (!ok) {
+        source_hello_failed(srv, sa);
+        return;
+    }
+    struct source *s = srv->opt.auth_backoff ? source_find(srv, sa, 0) : NULL;
+    uint64_t now = clock_now_ms();
+    if (s && s->fails && now < s->until_ms + srv->opt.auth_backoff_max && s->until_ms < now + srv->opt.auth_backoff)
+        s->until_ms = now + srv->opt.auth_backoff;
 }
 
 /* Count one more namespace created by sa; the source to give back later, or NULL with *status set. */

@@ -11,8 +11,9 @@ struct source;
 
 /* Milliseconds before a hello from sa may be checked against a token again (0: now). */
 uint64_t source_hello_wait(struct server *srv, const struct sockaddr *sa);
-/* A hello from sa named a wrong token: start or lengthen its backoff. */
-void source_hello_failed(struct server *srv, const struct sockaddr *sa);
+/* A token from sa was compared (ok: it was right): a wrong one starts or lengthens the backoff, a right
+ * one while failures are fresh spaces the next comparison by --auth-backoff. */
+void source_hello_checked(struct server *srv, const struct sockaddr *sa, int ok);
 /* Count one more namespace created by sa; the source to give back later, or NULL with *status LIMIT
  * (counted) or INTERNAL. */
 struct source *source_ns_take(struct server *srv, const struct sockaddr *sa, int *status);
