@@ -24,6 +24,38 @@ log() {
     printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2
 }
 
+# Add "PROGRAM (Debian package PKG)" to BENCH_MISSING when PROGRAM is not on the path.
+bench_need() {
+    command -v "$1" >/dev/null || BENCH_MISSING+=("$1 (Debian package $2)")
+}
+
+# Before the build: what the run compares against and needs, each thing missing named with its
+# Debian package, then the exact command that installs them all; 1 when anything is missing.
+bench_preflight() {
+    BENCH_MISSING=()
+    bench_need redis-server redis-server
+    bench_need redis-benchmark redis-tools
+    bench_need redis-cli redis-tools
+    bench_need taskset util-linux
+    bench_need unshare util-linux
+    if [ "$BUILD_IT" = 1 ]; then
+        bench_need meson meson
+        bench_need ninja ninja-build
+    fi
+    "$PY" -c 'import torch' 2>/dev/null || BENCH_MISSING+=("torch for $PY (Debian package python3-torch)")
+    "$PY" -c 'import matplotlib' 2>/dev/null || BENCH_MISSING+=("matplotlib for $PY (Debian package python3-matplotlib)")
+    [ "$PROFILE" = 1 ] && bench_need perf linux-perf
+    [ ${#BENCH_MISSING[@]} = 0 ] && return 0
+    log "missing (a peer missing leaves its rows \"not measured\"):"
+    local m
+    for m in "${BENCH_MISSING[@]}"; do
+        log "  $m"
+    done
+    log "install them with: bash scripts/deps.sh --bench   (or run: bench/run.sh --deps ${ARGS[*]})"
+    log "or pass --missing-ok to run without them"
+    return 1
+}
+
 # Configure (release) and build only the targets the benchmarks need.
 bench_build() {
     if [ ! -f "$BUILD/build.ninja" ]; then
@@ -55,7 +87,7 @@ bench_describe() {
     echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) CPUs"
     echo "memory: $(awk '/MemTotal/ {print $2 " kB"}' /proc/meminfo)"
     echo "open files (hard): $(ulimit -Hn)"
-    echo "redis: $(redis-server --version | awk '{print $3}')"
+    echo "redis: $(redis-server --version 2>/dev/null | awk '{print $3}')"
     echo "torch: $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
     echo "musterd: $("$MUSTERD" --version 2>&1 | head -n 1)"
     echo "musterd TCPStore listener: $("$MUSTERD" --help 2>&1 | grep -q -- --tcpstore-listen && echo yes || echo no)"

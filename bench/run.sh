@@ -4,7 +4,12 @@
 # redis-server pinned to CPU 0, drives them from CPU 1 (and from CPU 0 for the one-CPU
 # case), and writes bench/results/{results.json,results.md,plot.png,command.txt}.
 #
-#   bench/run.sh [--quick] [--only SECTIONS] [--out DIR] [--profile] [--no-build] [--append]
+#   bench/run.sh [--deps] [--missing-ok] [--quick] [--only SECTIONS] [--out DIR] [--profile] [--no-build] [--append]
+#
+# It first checks for the peers it compares against (redis-server, redis-benchmark and redis-cli;
+# torch 1.13 for /usr/bin/python3), matplotlib for the plot and perf for --profile, and stops
+# naming each one missing and the command that installs it: scripts/deps.sh --bench, which
+# --deps runs first.  --missing-ok runs anyway, the missing peers' rows reading "not measured".
 #
 # SECTIONS is a comma list of: latency,capacity,storm,rproc,memory,faults (default: all).
 # --append adds to the records already in DIR (more repetitions, or a section run again)
@@ -21,16 +26,22 @@ QUICK=0
 PROFILE=0
 BUILD_IT=1
 APPEND=0
-ARGS=("$@")
+DEPS=0
+MISSING_OK=0
+ARGS=()
+USAGE="usage: $0 [--deps] [--missing-ok] [--quick] [--only SECTIONS] [--out DIR] [--profile] [--no-build] [--append]"
 while [ $# -gt 0 ]; do
+    [ "$1" = --deps ] || ARGS+=("$1")  # the namespace's re-run installs nothing
     case $1 in
+        --deps) DEPS=1 ;;
+        --missing-ok) MISSING_OK=1 ;;
         --quick) QUICK=1 ;;
-        --only) ONLY=$2; shift ;;
-        --out) OUT=$2; shift ;;
+        --only) [ $# -ge 2 ] || { echo "$USAGE" >&2; exit 2; }; ONLY=$2; ARGS+=("$2"); shift ;;
+        --out) [ $# -ge 2 ] || { echo "$USAGE" >&2; exit 2; }; OUT=$2; ARGS+=("$2"); shift ;;
         --profile) PROFILE=1 ;;
         --no-build) BUILD_IT=0 ;;
         --append) APPEND=1 ;;
-        *) echo "usage: $0 [--quick] [--only SECTIONS] [--out DIR] [--profile] [--no-build] [--append]" >&2; exit 2 ;;
+        *) echo "$USAGE" >&2; exit 2 ;;
     esac
     shift
 done
@@ -39,8 +50,12 @@ PY=/usr/bin/python3   # Debian's interpreter: the one that has torch 1.13 and ma
 . "$HERE/sections.sh"
 . "$HERE/faults.sh"
 
-# Outside the namespace: build, then re-enter this script inside a fresh one.
+# Outside the namespace: install or check the peers, build, then re-enter this script inside a fresh one.
 if [ -z "${MUSTER_BENCH_NETNS:-}" ]; then
+    if [ "$DEPS" = 1 ]; then
+        bash "$ROOT/scripts/deps.sh" --bench || exit 1
+    fi
+    bench_preflight || [ "$MISSING_OK" = 1 ] || exit 2
     if [ "$BUILD_IT" = 1 ]; then
         bench_build || exit 1
     fi

@@ -2,8 +2,9 @@
 # Install the Debian 12 packages muster needs (only those missing; sudo when
 # not root): `deps.sh` for building and the README's first command (the C demo
 # and the lesson's torch script under `muster run`), `deps.sh --test` for the
-# test command too.  NCCL and CUDA are not Debian packages: they are looked
-# up under /usr/local/cuda (meson option nccl_prefix).
+# test command too, `deps.sh --bench` for bench/run.sh (`bench/run.sh --deps`
+# runs it).  NCCL and CUDA are not Debian packages: they are looked up under
+# /usr/local/cuda (meson option nccl_prefix).
 set -euo pipefail
 
 # Build musterd, libmuster and the CLI; python3-torch runs the lesson's script.
@@ -18,11 +19,17 @@ TEST_PACKAGES="clang libclang-rt-14-dev openssl systemd libsystemd-dev python3-d
 python3-mesonpy python3-pip docker.io docker-compose debootstrap etcd-server etcd-client
 iproute2 iptables iputils-ping libnetfilter-queue-dev"
 
+# bench/run.sh's peers and report: Redis 7 (redis-server; redis-benchmark and
+# redis-cli from redis-tools) next to torch's TCPStore (python3-torch, above),
+# the report's plot (matplotlib), and perf for --profile.
+BENCH_PACKAGES="redis-server redis-tools python3-matplotlib linux-perf"
+
 case "${1:-}" in
 --test) PACKAGES="$PACKAGES $TEST_PACKAGES" ;;
+--bench) PACKAGES="$PACKAGES $BENCH_PACKAGES" ;;
 "") ;;
 *)
-    echo "usage: deps.sh [--test]" >&2
+    echo "usage: deps.sh [--test | --bench]" >&2
     exit 2
     ;;
 esac
