@@ -165,13 +165,41 @@ struct ns *ns_find(struct server *srv, const char *name)
     return ns;
 }
 
-/* The namespace called name, created on first use (for sa, or NULL); NULL with *status LIMIT or INTERNAL. */
+static int ns_empty(const struct ns *ns);
+static void ns_forget(struct server *srv, struct ns *ns);
+
+/* Forget the empty namespace (created by by, or by anyone when by is NULL) empty the longest; 1 when
+ * there was one.  Used at a cap instead of refusing: forgetting an empty namespace loses nothing. */
+static int ns_reclaim_oldest(struct server *srv, const struct source *by)
+{
+    struct ns *ns, *tmp, *old = NULL;
+    HASH_ITER(hh, srv->namespaces, ns, tmp) {
+        if ((!by || ns_daemon(ns)->creator == by) && ns_empty(ns) &&
+            (!old || ns_daemon(ns)->idle_ms < ns_daemon(old)->idle_ms))
+            old = ns;
+    }
+    if (!old)
+        return 0;
+    log_msg(LOG_DEBUG, "namespace '%s' reclaimed to make room", old->name);
+    ns_forget(srv, old);
+    return 1;
+}
+
+/* The namespace called name, created on first use (for sa, or NULL); NULL with *status LIMIT or INTERNAL.
+ * At --max-namespaces, or at sa's --max-namespaces-per-source, the oldest empty namespace (of sa's, for
+ * the latter) is forgotten first, so empty ones never lock a real job out.  A namespace named by
+ * --token or --token-file is never counted against the address that opens it. */
 static struct ns *ns_get_for(struct server *srv, const char *name, const struct sockaddr *sa, int *status)
 {
     struct ns *ns = ns_find(srv, name);
     if (ns)
         return ns;
-    if (srv->stats.c[STAT_NAMESPACES] >= srv->opt.max_namespaces) {
+    if (sa && ns_configured(srv, name))
+        sa = NULL;
+    const struct source *full = sa ? source_ns_full(srv, sa) : NULL;
+    if (full)
+        ns_reclaim_oldest(srv, full);
+    if (srv->stats.c[STAT_NAMESPACES] >= srv->opt.max_namespaces && !ns_reclaim_oldest(srv, NULL)) {
         stats_inc(&srv->stats, STAT_LIMIT_NAMESPACES);
         *status = MUSTER__STATUS__LIMIT;
         return NULL;
@@ -257,6 +285,14 @@ static void ns_free(struct server *srv, struct ns *ns)
     free(ns);
 }
 
+/* Forget an empty namespace, counted as reclaimed. */
+static void ns_forget(struct server *srv, struct ns *ns)
+{
+    ns_free(srv, ns);
+    stats_dec(&srv->stats, STAT_NAMESPACES);
+    stats_inc(&srv->stats, STAT_NS_RECLAIMED);
+}
+
 /* How often the sweep runs: a quarter of the idle timeout, between 50 ms and 10 s. */
 static uint64_t ns_sweep_ms(const struct server *srv)
 {
@@ -278,9 +314,7 @@ static void ns_sweep_cb(evutil_socket_t fd, short what, void *arg)
             ns_daemon(ns)->idle_ms = now; /* idle counts from when it was last seen in use */
         } else if (now - ns_daemon(ns)->idle_ms >= idle) {
             log_msg(LOG_DEBUG, "namespace '%s' reclaimed", ns->name);
-            ns_free(srv, ns);
-            stats_dec(&srv->stats, STAT_NAMESPACES);
-            stats_inc(&srv->stats, STAT_NS_RECLAIMED);
+            ns_forget(srv, ns);
             n++;
         }
     }

@@ -163,6 +163,13 @@ struct source *source_ns_take(struct server *srv, const struct sockaddr *sa, int
     return s;
 }
 
+/* sa's entry when it is at --max-namespaces-per-source (one more would be refused), else NULL. */
+const struct source *source_ns_full(struct server *srv, const struct sockaddr *sa)
+{
+    const struct source *s = source_find(srv, sa, 0);
+    return s && s->nns >= srv->opt.max_namespaces_per_source ? s : NULL;
+}
+
 /* A namespace that src created is gone. */
 void source_ns_put(struct server *srv, struct source *src)
 {

@@ -17,6 +17,8 @@ void source_hello_checked(struct server *srv, const struct sockaddr *sa, int ok)
 /* Count one more namespace created by sa; the source to give back later, or NULL with *status LIMIT
  * (counted) or INTERNAL. */
 struct source *source_ns_take(struct server *srv, const struct sockaddr *sa, int *status);
+/* sa's entry when it is at --max-namespaces-per-source (one more would be refused), else NULL. */
+const struct source *source_ns_full(struct server *srv, const struct sockaddr *sa);
 /* A namespace that src created is gone. */
 void source_ns_put(struct server *srv, struct source *src);
 /* Free the table (at exit). */
