@@ -136,11 +136,24 @@ static PyObject *mod_check_url(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* key_rdzv_broken(generation): the key musterd sets when that generation breaks. */
+static PyObject *mod_key_rdzv_broken(PyObject *self, PyObject *args)
+{
+    unsigned long long gen;
+    char key[64];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "K", &gen))
+        return NULL;
+    keys_rdzv_broken(key, sizeof key, (uint64_t)gen);
+    return PyUnicode_FromString(key);
+}
+
 static PyMethodDef mod_methods[] = {
     {"_set_errors", mod_set_errors, METH_VARARGS, "Register the exception classes."},
     {"strerror", mod_strerror, METH_VARARGS, "libmuster's message for an error code."},
     {"retryable", mod_retryable, METH_VARARGS, "Whether an error code is retryable."},
     {"check_url", mod_check_url, METH_VARARGS, "Raise BadURL unless libmuster parses the URL."},
+    {"key_rdzv_broken", mod_key_rdzv_broken, METH_VARARGS, "The key set when a generation breaks."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -161,6 +174,7 @@ PyMODINIT_FUNC PyInit__core(void)
     if (PyModule_AddObject(mod, "Conn", (PyObject *)&Conn_Type) < 0 ||
         PyModule_AddStringConstant(mod, "version", MUSTER_VERSION) < 0 ||
         PyModule_AddIntConstant(mod, "DEFAULT_PORT", MUSTER_DEFAULT_PORT) < 0 ||
+        PyModule_AddStringConstant(mod, "KEY_RDZV_GENERATION", KEYS_RDZV_GENERATION) < 0 ||
         PyModule_AddStringConstant(mod, "KEY_TORCHRUN_CLOSED", KEYS_TORCHRUN_CLOSED) < 0 ||
         PyModule_AddStringConstant(mod, "KEY_TORCHRUN_STORE_PREFIX", KEYS_TORCHRUN_STORE_PREFIX) < 0) {
         Py_DECREF(mod);
