@@ -12,11 +12,12 @@ PACKAGES="build-essential meson ninja-build pkg-config libevent-dev libprotobuf-
 protobuf-c-compiler uthash-dev zlib1g-dev libssl-dev libjansson-dev python3 python3-torch"
 
 # Test-only: fuzz builds (clang), certificates (openssl), sd_notify and the unit
-# file (systemd), the Python package's build and tests, the container image,
+# file (systemd), the Python package's build, tests and install (a venv:
+# python3-venv; see README's Python section), the container image,
 # the etcd cluster of the HA tests, and the multinode test's namespaces,
 # packet rules and latency (nfdelay, on libnetfilter-queue).
 TEST_PACKAGES="clang libclang-rt-14-dev openssl systemd libsystemd-dev python3-dev python3-pytest
-python3-mesonpy python3-pip docker.io docker-compose debootstrap etcd-server etcd-client
+python3-mesonpy python3-pip python3-venv docker.io docker-compose debootstrap etcd-server etcd-client
 iproute2 iptables iputils-ping libnetfilter-queue-dev"
 
 # bench/run.sh's peers and report: Redis 7 (redis-server; redis-benchmark and

@@ -1,9 +1,13 @@
-"""Packaging: the version is meson's project version everywhere, and a
-wheel built by pip from client/python (meson-python, no network, no build
-isolation) installs into a fresh virtual environment and talks to musterd."""
+"""Packaging: the version is meson's project version everywhere, and the
+README's install commands (a virtual environment with the system's site
+packages, pip from client/python with meson-python, no network, no build
+isolation), run as printed in a fresh clone, install a package that talks
+to musterd."""
 
 import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 
@@ -12,6 +16,7 @@ import pytest
 import muster
 
 SRC = pathlib.Path(__file__).resolve().parent.parent
+ROOT = SRC.parent.parent
 BUILD_S = 280  # bound on the wheel build (it compiles libmuster again)
 
 
@@ -28,31 +33,38 @@ def test_version_is_meson_project_version():
     assert read.strip() == want
 
 
-def test_wheel_builds_installs_and_connects(tmp_path, url):
-    if subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode != 0:
-        pytest.skip("no pip (apt-get install python3-pip)")
+def _readme_install_block(readme):
+    """The README's install commands: its sh block that makes the virtual environment."""
+    for block in re.findall(r"```sh\n(.*?)```", readme.read_text(), re.S):
+        if "python3 -m venv" in block:
+            return block
+    raise AssertionError(f"{readme} has no sh block with python3 -m venv")
+
+
+def test_readme_install_in_fresh_clone(tmp_path, url):
+    # Exactly the README's commands, in a fresh clone of this checkout, with
+    # the python3 this suite runs under first on PATH and no package index.
+    if not (ROOT / ".git").exists() or not shutil.which("git"):
+        pytest.skip("not a git checkout")
     try:
+        import ensurepip  # noqa: F401
         import mesonpy  # noqa: F401
-    except ImportError:
-        pytest.skip("no meson-python (apt-get install python3-mesonpy)")
-    wheels = tmp_path / "wheels"
-    env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    except ImportError as e:
+        pytest.skip(f"{e.name} is missing (apt-get install python3-venv python3-mesonpy)")
+    clone = tmp_path / "muster"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120, capture_output=True)
+    block = _readme_install_block(clone / "README.md")
+    env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     env.pop("PYTHONPATH", None)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(wheels),
-                    str(SRC)], check=True, env=env, timeout=BUILD_S, capture_output=True)
-    (wheel,) = wheels.glob("muster-*.whl")
-    assert f"muster-{muster.__version__}-" in wheel.name
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=60)
-    py = venv / "bin" / "python"
-    subprocess.run([str(py), "-m", "pip", "install", "--no-deps", str(wheel)], check=True, env=env,
-                   timeout=120, capture_output=True)
-    code = ("import muster, sys; c = muster.connect(sys.argv[1], timeout=5); c.set('w', 'heel');"
-            "print(muster.__file__, c.get('w').decode(), muster.__version__)")
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=clone, env=env, timeout=BUILD_S,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, f"{block}\n{run.stdout}\n{run.stderr}"
+    assert run.stdout.strip().splitlines()[-1] == f"muster {muster.__version__}"
+    py = clone / ".venv" / "bin" / "python3"
+    code = ("import muster, sys; c = muster.connect(sys.argv[1], timeout=5); c.set('in', 'venv');"
+            "print(muster.__file__, c.get('in').decode(), muster.__version__)")
     out = subprocess.run([str(py), "-c", code, url], check=True, env=env, cwd=tmp_path, capture_output=True,
                          text=True, timeout=60).stdout.split()
-    assert out[0].startswith(str(venv)), out  # the installed package, not the build tree
-    assert out[1:] == ["heel", muster.__version__]
-    ver = subprocess.run([str(py), "-m", "muster", "--version"], check=True, env=env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=60).stdout
-    assert ver.strip() == f"muster {muster.__version__}"
+    assert out[0].startswith(str(clone / ".venv")), out  # the installed package, not the build tree
+    assert out[1:] == ["venv", muster.__version__]
