@@ -93,7 +93,7 @@ static void barrier_release(struct barrier *b)
 
 /* Arrive at barrier name of ns; see barrier.h. */
 int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count, uint32_t timeout_ms, const char *fetch,
-                   barrier_done_fn done, void *owner, size_t *share, uint64_t id, struct barrier_arrival **out,
+                   barrier_done_fn done, void *owner, struct core_share *share, uint64_t id, struct barrier_arrival **out,
                    const char **why)
 {
     size_t flen = fetch ? strlen(fetch) : 0;

@@ -17,7 +17,7 @@ struct barrier_arrival {
     struct barrier *b;
     barrier_done_fn done;
     void *owner;
-    size_t *share; /* the owner's count of parked requests, or NULL */
+    struct core_share *share; /* whom the arrival is charged to besides its namespace, or NULL */
     uint64_t id;
     uint32_t arrival; /* 1-based position in the round */
     uint32_t timeout_ms;
@@ -30,7 +30,7 @@ struct barrier_arrival {
  * requests, or NULL) and the namespace's.  Returns a core status; on OK *out is the parked arrival, or NULL
  * when this arrival released the round (done was already called for every arrival, this one too). */
 int barrier_arrive(struct ns *ns, const char *name, size_t nlen, uint32_t count, uint32_t timeout_ms, const char *fetch,
-                   barrier_done_fn done, void *owner, size_t *share, uint64_t id, struct barrier_arrival **out,
+                   barrier_done_fn done, void *owner, struct core_share *share, uint64_t id, struct barrier_arrival **out,
                    const char **why);
 /* Take an arrival out of its round without calling done (its owner went away). */
 void barrier_cancel(struct barrier_arrival *a);

@@ -47,23 +47,32 @@ uint32_t core_timeout(const struct core *core, uint32_t timeout_ms)
     return timeout_ms > core->lim.max_wait_timeout ? (uint32_t)core->lim.max_wait_timeout : timeout_ms;
 }
 
+/* A namespace's or an address's share: its flag, but never more than half of max_waiters, so one job or
+ * one address, however many connections it opens, always leaves the other half to everyone else. */
+static uint64_t core_half_share(const struct core_limits *l, uint64_t flag)
+{
+    return flag < l->max_waiters / 2 ? flag : l->max_waiters / 2;
+}
+
 /* Which share of parked requests is used up: 0 none, else the counter that counts the trip. */
-static int core_waiter_full(const struct core *core, const size_t *ns_count, const size_t *owner_count)
+static int core_waiter_full(const struct core *core, const size_t *ns_count, const struct core_share *share)
 {
     const struct core_limits *l = &core->lim;
     if (core->nwaiters >= l->max_waiters)
         return STAT_LIMIT_WAITERS;
-    if (ns_count && *ns_count >= l->max_waiters_per_ns)
+    if (ns_count && *ns_count >= core_half_share(l, l->max_waiters_per_ns))
         return STAT_LIMIT_WAITERS_PER_NS;
-    if (owner_count && *owner_count >= l->max_waiters_per_conn)
+    if (share && share->source && *share->source >= core_half_share(l, l->max_waiters_per_source))
+        return STAT_LIMIT_WAITERS_PER_SOURCE;
+    if (share && share->conn >= l->max_waiters_per_conn)
         return STAT_LIMIT_WAITERS_PER_CONN;
     return 0;
 }
 
 /* Reserve one parked-request slot; OK, or LIMIT (counted) when a share is used up. */
-int core_waiter_take(struct core *core, size_t *ns_count, size_t *owner_count)
+int core_waiter_take(struct core *core, size_t *ns_count, struct core_share *share)
 {
-    int full = core_waiter_full(core, ns_count, owner_count);
+    int full = core_waiter_full(core, ns_count, share);
     if (full) {
         stats_inc(core->stats, (enum stat_id)full);
         return CORE_LIMIT;
@@ -71,27 +80,36 @@ int core_waiter_take(struct core *core, size_t *ns_count, size_t *owner_count)
     core->nwaiters++;
     if (ns_count)
         (*ns_count)++;
-    if (owner_count)
-        (*owner_count)++;
+    if (share) {
+        share->conn++;
+        if (share->source)
+            (*share->source)++;
+    }
     return CORE_OK;
 }
 
 /* Release a slot core_waiter_take reserved with the same counts. */
-void core_waiter_put(struct core *core, size_t *ns_count, size_t *owner_count)
+void core_waiter_put(struct core *core, size_t *ns_count, struct core_share *share)
 {
     core->nwaiters--;
     if (ns_count)
         (*ns_count)--;
-    if (owner_count)
-        (*owner_count)--;
+    if (share) {
+        share->conn--;
+        if (share->source)
+            (*share->source)--;
+    }
 }
 
 /* Why core_waiter_take refused with the same counts: words for the LIMIT reply. */
-const char *core_waiter_why(const struct core *core, const size_t *ns_count, const size_t *owner_count)
+const char *core_waiter_why(const struct core *core, const size_t *ns_count, const struct core_share *share)
 {
-    switch (core_waiter_full(core, ns_count, owner_count)) {
+    switch (core_waiter_full(core, ns_count, share)) {
     case STAT_LIMIT_WAITERS_PER_NS:
-        return "too many parked requests in this namespace (--max-waiters-per-ns)";
+        return "too many parked requests in this namespace (--max-waiters-per-ns, at most half of --max-waiters)";
+    case STAT_LIMIT_WAITERS_PER_SOURCE:
+        return "too many parked requests from this address (--max-waiters-per-source, at most half of "
+               "--max-waiters)";
     case STAT_LIMIT_WAITERS_PER_CONN:
         return "too many parked requests on this connection (--max-waiters-per-conn)";
     default:

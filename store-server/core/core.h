@@ -47,6 +47,7 @@ struct core_hooks {
 struct core_limits {
     uint64_t wait_timeout, max_wait_timeout;                      /* a parked request's deadline */
     uint64_t max_waiters, max_waiters_per_ns, max_waiters_per_conn; /* parked requests */
+    uint64_t max_waiters_per_source;                              /* parked requests of one address */
     uint64_t heartbeat_timeout;                                   /* a rendezvous member's; 0 = none */
     uint64_t max_watches, max_watches_per_conn;                   /* watches (watch.c) */
 };
@@ -92,13 +93,20 @@ void core_init(struct core *core, const struct core_hooks *hooks, const struct c
 void core_fini(struct core *core);
 /* Clamp a request's timeout_ms: 0 = wait_timeout, above max_wait_timeout is cut. */
 uint32_t core_timeout(const struct core *core, uint32_t timeout_ms);
-/* Reserve one parked-request slot in the core's, a namespace's and an owner's share (either count may
- * be NULL); OK, or LIMIT (counted) when one of them is used up. */
-int core_waiter_take(struct core *core, size_t *ns_count, size_t *owner_count);
+/* Whom a parked request is charged to besides the server and its namespace: its connection, and the
+ * address that connection came from, over all of that address's connections and namespaces. */
+struct core_share {
+    size_t conn;    /* the connection's parked requests (max_waiters_per_conn) */
+    size_t *source; /* its address's (max_waiters_per_source), or NULL */
+};
+
+/* Reserve one parked-request slot in the core's, a namespace's and an owner's shares (either may be
+ * NULL); OK, or LIMIT (counted) when one of them is used up. */
+int core_waiter_take(struct core *core, size_t *ns_count, struct core_share *share);
 /* Release a slot core_waiter_take reserved with the same counts. */
-void core_waiter_put(struct core *core, size_t *ns_count, size_t *owner_count);
+void core_waiter_put(struct core *core, size_t *ns_count, struct core_share *share);
 /* Why core_waiter_take refused with the same counts: words for the LIMIT reply. */
-const char *core_waiter_why(const struct core *core, const size_t *ns_count, const size_t *owner_count);
+const char *core_waiter_why(const struct core *core, const size_t *ns_count, const struct core_share *share);
 /* Hand r to the sink now, marked with where the change came from (before anyone is told of it). */
 void core_emit(struct core *core, const struct record *r);
 /* Log one formatted line through the hook (dropped when there is none). */

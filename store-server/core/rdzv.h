@@ -107,7 +107,7 @@ struct rdzv_owner {
     void *arg;
     struct rdzv_node **slot;
     uint64_t session_id;
-    size_t *share;
+    struct core_share *share;
 };
 
 /* Join ns's next round for owner (its node made on first use, *owner->slot); the answer comes through

@@ -40,6 +40,7 @@
     X(LIMIT_WAITERS, "limit_waiters")                     \
     X(LIMIT_WAITERS_PER_NS, "limit_waiters_per_ns")       \
     X(LIMIT_WAITERS_PER_CONN, "limit_waiters_per_conn")   \
+    X(LIMIT_WAITERS_PER_SOURCE, "limit_waiters_per_source") \
     X(LIMIT_WATCHES, "limit_watches")                     \
     X(LIMIT_WATCHES_PER_CONN, "limit_watches_per_conn")   \
     X(LIMIT_WATCH_OUTPUT, "limit_watch_output")           \

@@ -160,7 +160,7 @@ static struct waiter *waiters_alloc(const char *const *keys, const size_t *klens
 /* Park a waiter for keys (for the count at_least of its one key when counting) with a deadline. */
 static struct waiter *waiters_park_as(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
                                       int counting, int64_t at_least, uint32_t timeout_ms, waiter_done_fn done,
-                                      void *owner, size_t *share, uint64_t id, int kind, int *status)
+                                      void *owner, struct core_share *share, uint64_t id, int kind, int *status)
 {
     struct core *core = ns->core;
     if ((*status = core_waiter_take(core, &ns->nwaiters, share)) != CORE_OK)
@@ -194,7 +194,7 @@ static struct waiter *waiters_park_as(struct ns *ns, const char *const *keys, co
 
 /* Park a waiter for keys with a deadline; see waiters.h. */
 struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
-                            uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share, uint64_t id,
+                            uint32_t timeout_ms, waiter_done_fn done, void *owner, struct core_share *share, uint64_t id,
                             int kind, int *status)
 {
     return waiters_park_as(ns, keys, klens, n, 0, 0, timeout_ms, done, owner, share, id, kind, status);
@@ -202,7 +202,7 @@ struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t
 
 /* Park a waiter until key holds a count of at least at_least; see waiters.h. */
 struct waiter *waiters_park_count(struct ns *ns, const char *key, size_t klen, int64_t at_least,
-                                  uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share,
+                                  uint32_t timeout_ms, waiter_done_fn done, void *owner, struct core_share *share,
                                   uint64_t id, int kind, int *status)
 {
     const char *keys[1] = {key};

@@ -32,7 +32,7 @@ struct waiter {
     struct ns *ns;
     waiter_done_fn done;
     void *owner;     /* the front end's context (a connection) */
-    size_t *share;   /* the owner's count of parked requests (--max-waiters-per-conn), or NULL */
+    struct core_share *share; /* whom the parked request is charged to besides its namespace, or NULL */
     uint64_t id;     /* the front end's request id */
     int kind;        /* the front end's tag for what to answer */
     uint32_t timeout_ms;
@@ -52,12 +52,12 @@ struct waiter {
  * count, or NULL) and the namespace's; NULL with *status LIMIT or INTERNAL.  At least one key should be
  * missing: the caller answers at once when none is. */
 struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
-                            uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share, uint64_t id,
+                            uint32_t timeout_ms, waiter_done_fn done, void *owner, struct core_share *share, uint64_t id,
                             int kind, int *status);
 /* Park a waiter until key holds decimal int64 text of at least at_least (it is re-checked at every set of
  * the key, from any front end); otherwise as waiters_park. */
 struct waiter *waiters_park_count(struct ns *ns, const char *key, size_t klen, int64_t at_least,
-                                  uint32_t timeout_ms, waiter_done_fn done, void *owner, size_t *share,
+                                  uint32_t timeout_ms, waiter_done_fn done, void *owner, struct core_share *share,
                                   uint64_t id, int kind, int *status);
 /* Free a waiter without calling done (its owner went away). */
 void waiters_cancel(struct waiter *w);

@@ -216,6 +216,7 @@ static void conn_free(struct conn_life *l)
         srv->nrefusing--;
     }
     stats_inc(&srv->stats, STAT_CONN_CLOSED);
+    source_conn_put(srv, c->src);
     DL_DELETE(srv->conns, c);
     conn_life_fini(&c->life);
     free(c);
@@ -496,6 +497,8 @@ static void conn_accept_as(struct server *srv, int fd, const struct sockaddr *sa
         return;
     }
     c->admitted = 1;
+    c->src = source_conn_take(srv, sa);
+    c->share.source = source_waiters(c->src);
     srv->nconns++;
     stats_inc(&srv->stats, STAT_CONN_CURRENT);
     if (log_enabled(LOG_DEBUG))

@@ -10,12 +10,14 @@
 
 #include "conn_io.h"
 #include "conn_life.h"
+#include "core.h"
 #include "frame.h"
 
 struct server;
 struct ns;
 struct event;
 struct rdzv_node;
+struct source;
 
 /* A request id parked on this connection (a blocking op); cancel frees its owner silently at close. */
 struct conn_pending {
@@ -33,7 +35,8 @@ struct conn {
     struct conn_pending *pending;
     int admitted;   /* counted in srv->nconns */
     size_t nwatches;
-    size_t nwaiters; /* parked requests (the --max-waiters-per-conn count) */
+    struct core_share share; /* its parked requests, and its address's (--max-waiters-per-conn, -per-source) */
+    struct source *src;      /* its address's entry (source.c), or NULL */
     struct rdzv_node *rdzv; /* rendezvous membership or parked join, owned by core/rdzv.c */
     Muster__ClientFrame *held; /* a hello waiting out its address's token backoff (hello.c) */
     struct event *held_ev;     /* when that wait ends */

@@ -104,10 +104,10 @@ static void kvops_park(struct conn *c, uint64_t id, enum kvops_kind kind, char *
     int st;
     uint32_t t = core_timeout(&c->srv->core, timeout_ms);
     struct waiter *w =
-        waiters_park(c->ns, (const char *const *)keys, NULL, n, t, kvops_wait_done, c, &c->nwaiters, id, kind, &st);
+        waiters_park(c->ns, (const char *const *)keys, NULL, n, t, kvops_wait_done, c, &c->share, id, kind, &st);
     if (!w) {
         conn_reply(c, id, st,
-                   st == MUSTER__STATUS__LIMIT ? core_waiter_why(&c->srv->core, &c->ns->nwaiters, &c->nwaiters)
+                   st == MUSTER__STATUS__LIMIT ? core_waiter_why(&c->srv->core, &c->ns->nwaiters, &c->share)
                                                : "out of memory",
                    NULL);
         return;

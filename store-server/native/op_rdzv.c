@@ -113,7 +113,7 @@ static const struct rdzv_owner_ops op_rdzv_ops = {
 void op_rdzv_join(struct conn *c, Muster__Request *req)
 {
     const Muster__RdzvJoinReq *q = req->rdzv_join;
-    struct rdzv_owner owner = {&op_rdzv_ops, c, &c->rdzv, c->life.id, &c->nwaiters};
+    struct rdzv_owner owner = {&op_rdzv_ops, c, &c->rdzv, c->life.id, &c->share};
     struct rdzv_join_req j = {q->node_id, q->local_world_size, q->min_nodes, q->max_nodes, q->last_call_ms,
                               q->timeout_ms, q->want_members};
     char msg[256];

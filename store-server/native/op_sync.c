@@ -52,7 +52,7 @@ void op_sync_barrier(struct conn *c, Muster__Request *req)
     struct barrier_arrival *a = NULL;
     const char *why = NULL;
     uint32_t t = core_timeout(&c->srv->core, q->timeout_ms);
-    int st = barrier_arrive(c->ns, q->name, strlen(q->name), q->count, t, q->fetch, op_sync_barrier_done, c, &c->nwaiters,
+    int st = barrier_arrive(c->ns, q->name, strlen(q->name), q->count, t, q->fetch, op_sync_barrier_done, c, &c->share,
                             req->id, &a, &why);
     if (st != MUSTER__STATUS__OK) {
         if (st == MUSTER__STATUS__BAD_REQUEST)

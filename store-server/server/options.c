@@ -79,11 +79,17 @@ static const struct opt_row opt_rows[] = {
      "parked requests (waits, blocking gets, barrier arrivals) across all connections", STAT_LIMIT_WAITERS, NOCAP,
      0},
     {"max-waiters-per-ns", "MUSTER_MAX_WAITERS_PER_NS", OPT_UINT, UNIT_COUNT, "256K", OFF(max_waiters_per_ns),
-     "parked requests in one namespace, so one job cannot take --max-waiters from the others",
+     "parked requests in one namespace, so one job cannot take --max-waiters from the others (at most half of "
+     "--max-waiters whatever this says)",
      STAT_LIMIT_WAITERS_PER_NS, NOCAP, 0},
     {"max-waiters-per-conn", "MUSTER_MAX_WAITERS_PER_CONN", OPT_UINT, UNIT_COUNT, "64K", OFF(max_waiters_per_conn),
      "parked requests of one native-protocol connection (a TCPStore connection parks one at a time)",
      STAT_LIMIT_WAITERS_PER_CONN, NOCAP, 0},
+    {"max-waiters-per-source", "MUSTER_MAX_WAITERS_PER_SOURCE", OPT_UINT, UNIT_COUNT, "256K",
+     OFF(max_waiters_per_source),
+     "parked requests of all connections from one address (an IPv6 /64 counts as one), in all its namespaces "
+     "(at most half of --max-waiters whatever this says, so one client always leaves the other half)",
+     STAT_LIMIT_WAITERS_PER_SOURCE, NOCAP, 0},
     {"max-watches", "MUSTER_MAX_WATCHES", OPT_UINT, UNIT_COUNT, "100000", OFF(max_watches),
      "watches across all connections", STAT_LIMIT_WATCHES, NOCAP, 0},
     {"max-watches-per-conn", "MUSTER_MAX_WATCHES_PER_CONN", OPT_UINT, UNIT_COUNT, "1024", OFF(max_watches_per_conn),

@@ -45,6 +45,7 @@ struct core *server_core(struct server *srv)
         .max_waiters = o->max_waiters,
         .max_waiters_per_ns = o->max_waiters_per_ns,
         .max_waiters_per_conn = o->max_waiters_per_conn,
+        .max_waiters_per_source = o->max_waiters_per_source,
         .heartbeat_timeout = o->heartbeat_timeout,
         .max_watches = o->max_watches,
         .max_watches_per_conn = o->max_watches_per_conn,

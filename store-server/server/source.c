@@ -9,8 +9,10 @@
  * The table is bounded: entries that only remember failures are kept in
  * least-recently-failed order and the oldest is forgotten beyond
  * --max-sources (counted as sources_evicted).  An entry that owns live
- * namespaces is never forgotten (their number is bounded by
- * --max-namespaces), else forgetting it would reset its count.
+ * namespaces or open connections is pinned: never forgotten (their number
+ * is bounded by --max-namespaces and --max-connections), else forgetting
+ * it would reset its counts.  Its connections' parked requests are counted
+ * here too (--max-waiters-per-source), whatever namespaces they are in.
  */
 #include "source.h"
 
@@ -28,6 +30,8 @@ struct source {
     UT_hash_handle hh;
     uint8_t addr[16];  /* IPv4 as ::ffff:a.b.c.d, IPv6 with the low 64 bits cleared */
     size_t nns;        /* live namespaces this address created */
+    size_t nconns;     /* open connections from this address (native and TCPStore) */
+    size_t nwaiters;   /* their parked requests (--max-waiters-per-source) */
     uint32_t fails;    /* failed hellos in the current run of failures */
     uint64_t until_ms; /* token checks refused until this monotonic time */
     struct source *prev, *next; /* the failure-only list, oldest first (while nns == 0) */
@@ -80,10 +84,16 @@ static struct source *source_find(struct server *srv, const struct sockaddr *sa,
     return s;
 }
 
+/* Whether s owns namespaces or connections (then it is off the failure-only list). */
+static int source_pinned(const struct source *s)
+{
+    return s->nns || s->nconns;
+}
+
 /* Drop s when it remembers nothing any more. */
 static void source_maybe_free(struct server *srv, struct source *s)
 {
-    if (s->nns || s->until_ms + srv->opt.auth_backoff_max > clock_now_ms())
+    if (source_pinned(s) || s->until_ms + srv->opt.auth_backoff_max > clock_now_ms())
         return;
     DL_DELETE(srv->source_lru, s);
     srv->nsources_lru--;
@@ -120,7 +130,7 @@ static void source_hello_failed(struct server *srv, const struct sockaddr *sa)
         s->fails = 0;
     s->until_ms = now + source_delay(o, s->fails);
     s->fails++;
-    if (!s->nns) { /* most recently failed goes last */
+    if (!source_pinned(s)) { /* most recently failed goes last */
         DL_DELETE(srv->source_lru, s);
         DL_APPEND(srv->source_lru, s);
     }
@@ -142,6 +152,26 @@ void source_hello_checked(struct server *srv, const struct sockaddr *sa, int ok)
         s->until_ms = now + srv->opt.auth_backoff;
 }
 
+/* Count one more of what *count counts (namespaces or connections) for s, pinning it on the first. */
+static void source_pin(struct server *srv, struct source *s, size_t *count)
+{
+    if (!source_pinned(s)) { /* off the failure-only list */
+        DL_DELETE(srv->source_lru, s);
+        srv->nsources_lru--;
+    }
+    (*count)++;
+}
+
+/* Count one less of what *count counts for s; back on the failure-only list (or freed) once unpinned. */
+static void source_unpin(struct server *srv, struct source *s, size_t *count)
+{
+    if (--*count || source_pinned(s))
+        return;
+    DL_APPEND(srv->source_lru, s);
+    srv->nsources_lru++;
+    source_maybe_free(srv, s);
+}
+
 /* Count one more namespace created by sa; the source to give back later, or NULL with *status set. */
 struct source *source_ns_take(struct server *srv, const struct sockaddr *sa, int *status)
 {
@@ -156,10 +186,7 @@ struct source *source_ns_take(struct server *srv, const struct sockaddr *sa, int
         source_maybe_free(srv, s);
         return NULL;
     }
-    if (s->nns++ == 0) { /* pinned: off the failure-only list */
-        DL_DELETE(srv->source_lru, s);
-        srv->nsources_lru--;
-    }
+    source_pin(srv, s, &s->nns);
     return s;
 }
 
@@ -173,11 +200,31 @@ const struct source *source_ns_full(struct server *srv, const struct sockaddr *s
 /* A namespace that src created is gone. */
 void source_ns_put(struct server *srv, struct source *src)
 {
-    if (!src || --src->nns)
-        return;
-    DL_APPEND(srv->source_lru, src);
-    srv->nsources_lru++;
-    source_maybe_free(srv, src);
+    if (src)
+        source_unpin(srv, src, &src->nns);
+}
+
+/* A connection from sa opened: its address's entry, pinned until source_conn_put, or NULL when out of
+ * memory (the connection then goes uncounted). */
+struct source *source_conn_take(struct server *srv, const struct sockaddr *sa)
+{
+    struct source *s = source_find(srv, sa, 1);
+    if (s)
+        source_pin(srv, s, &s->nconns);
+    return s;
+}
+
+/* A connection of src closed. */
+void source_conn_put(struct server *srv, struct source *src)
+{
+    if (src)
+        source_unpin(srv, src, &src->nconns);
+}
+
+/* The count of src's parked requests, for a connection's share (NULL when src is). */
+size_t *source_waiters(struct source *src)
+{
+    return src ? &src->nwaiters : NULL;
 }
 
 /* Free the table (at exit). */

@@ -1,4 +1,5 @@
-/* Per-source-address state: failed-hello backoff and the namespaces an address created. */
+/* Per-source-address state: failed-hello backoff, the namespaces an address created, its connections'
+ * parked requests. */
 #ifndef MUSTERD_SOURCE_H
 #define MUSTERD_SOURCE_H
 
@@ -21,6 +22,13 @@ struct source *source_ns_take(struct server *srv, const struct sockaddr *sa, int
 const struct source *source_ns_full(struct server *srv, const struct sockaddr *sa);
 /* A namespace that src created is gone. */
 void source_ns_put(struct server *srv, struct source *src);
+/* A connection from sa opened: its address's entry, pinned until source_conn_put, or NULL when out of
+ * memory (the connection then goes uncounted). */
+struct source *source_conn_take(struct server *srv, const struct sockaddr *sa);
+/* A connection of src closed. */
+void source_conn_put(struct server *srv, struct source *src);
+/* The count of src's parked requests, for a connection's share (NULL when src is). */
+size_t *source_waiters(struct source *src);
 /* Free the table (at exit). */
 void source_destroy_all(struct server *srv);
 

@@ -42,6 +42,7 @@
 #include "log.h"
 #include "ns.h"
 #include "server.h"
+#include "source.h"
 #include "tcpstore_int.h"
 
 /* Requests handled per read callback before yielding to other connections. */
@@ -130,6 +131,7 @@ static void tcpstore_free(struct conn_life *l)
     struct server *srv = ts->srv;
     for (size_t i = 0; i < sizeof tcpstore_close_hooks / sizeof tcpstore_close_hooks[0]; i++)
         tcpstore_close_hooks[i](c);
+    source_conn_put(srv, c->src);
     DL_DELETE(ts->conns, c);
     ts->nconns--;
     srv->nconns--;
@@ -367,6 +369,8 @@ static struct ts_conn *tcpstore_new(struct tcpstore *ts, int fd, const struct so
     c->req.op = -1;
     c->sink = (struct tscodec_sink){tcpstore_sink_put, c};
     DL_PREPEND(ts->conns, c);
+    c->src = source_conn_take(srv, sa);
+    c->share.source = source_waiters(c->src);
     ts->nconns++;
     srv->nconns++;
     return c;

@@ -16,9 +16,12 @@
 
 #include "conn_io.h"
 #include "conn_life.h"
+#include "core.h"
 #include "keyspace.h"
 #include "stats.h"
 #include "tscodec.h"
+
+struct source;
 
 struct server;
 struct ns;
@@ -40,6 +43,8 @@ struct ts_conn {
     struct ts_park *park; /* the parked WAIT or BARRIER, or NULL */
     struct ts_watch *watches; /* WATCH_KEY registrations, linked through cnext */
     size_t nwatches;
+    struct core_share share; /* its parked request, and its address's (--max-waiters-per-source) */
+    struct source *src;      /* its address's entry (source.c), or NULL */
 };
 
 /* A parked WAIT (core waiter plus queue links) or BARRIER caller. */

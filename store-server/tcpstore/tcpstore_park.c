@@ -91,7 +91,8 @@ static int tspark_core(struct ts_park *p)
                 mk[m] = p->keys[i];
                 ml[m++] = p->klens[i];
             }
-        p->w = waiters_park(c->ts->ns, mk, ml, m, TSPARK_FOREVER_MS, tspark_waiter_done, p, NULL, c->life.id, 0, &st);
+        p->w = waiters_park(c->ts->ns, mk, ml, m, TSPARK_FOREVER_MS, tspark_waiter_done, p, &c->share, c->life.id, 0,
+                            &st);
     }
     free(mk);
     free(ml);
@@ -307,7 +308,7 @@ static int tspark_bar_park(struct ts_conn *c, const char *key, size_t klen, int6
     if (!p)
         return -1;
     p->c = c;
-    p->w = waiters_park_count(c->ts->ns, key, klen, world_size, TSPARK_FOREVER_MS, tspark_waiter_done, p, NULL,
+    p->w = waiters_park_count(c->ts->ns, key, klen, world_size, TSPARK_FOREVER_MS, tspark_waiter_done, p, &c->share,
                               c->life.id, 0, &st);
     if (!p->w) {
         free(p);

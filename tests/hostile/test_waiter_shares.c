@@ -1,8 +1,11 @@
 /*
  * Parked requests are shared out: one connection cannot take more than
- * --max-waiters-per-conn of them, nor one namespace more than
- * --max-waiters-per-ns, so a client parking blocking gets without end does
- * not make every other job's waits fail with LIMIT.
+ * --max-waiters-per-conn of them, one namespace more than
+ * --max-waiters-per-ns, nor one address, over all its connections and
+ * namespaces, more than --max-waiters-per-source; the last two are at most
+ * half of --max-waiters whatever they say.  So a client parking blocking
+ * gets without end does not make every other job's waits fail with LIMIT.
+ * The hog connects from 127.0.0.2, others from 127.0.0.3.
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -29,22 +32,35 @@ static int t_park(int fd, uint64_t first, int n)
     return limited;
 }
 
-/* A blocking get from a fresh handle in ns parks (and times out) rather than failing with LIMIT. */
+/* Connect from src and say hello to ns; the fd or -1. */
+static int t_open_from(const struct h_daemon *d, const char *src, const char *ns)
+{
+    int fd = raw_connect_from(d->port, src);
+    if (fd >= 0 && raw_hello(fd, ns, NULL) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* A blocking get from a fresh connection from 127.0.0.3 in ns parks (and times out) rather than
+ * failing with LIMIT. */
 static void t_can_park(const struct h_daemon *d, const char *ns)
 {
-    muster_t *m = hc_connect(d, ns, NULL);
-    void *v = NULL;
-    size_t len = 0;
-    if (m)
-        CHECK_EQ(muster_get(m, "never", 1, 300, &v, &len), MUSTER_ETIMEDOUT);
-    muster_free(v);
-    muster_close(m);
+    int fd = t_open_from(d, "127.0.0.3", ns);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    CHECK_EQ(raw_get(fd, 1, "never", 1, 300), 0);
+    CHECK_EQ(raw_status(fd, 3000, NULL), MUSTER_ETIMEDOUT);
+    close(fd);
 }
 
 /* One connection parking the whole --max-waiters gets its share only; other namespaces still park. */
 static void t_per_conn(const struct h_daemon *d)
 {
-    int a = raw_open(d->port, "hog"), b = raw_open(d->port, "hog"), c = raw_open(d->port, "hog");
+    int a = t_open_from(d, "127.0.0.2", "hog"), b = t_open_from(d, "127.0.0.3", "hog");
+    int c = t_open_from(d, "127.0.0.4", "hog");
     CHECK(a >= 0 && b >= 0 && c >= 0);
     if (a < 0 || b < 0 || c < 0)
         goto out;
@@ -70,6 +86,41 @@ out:
         close(c);
 }
 
+/* One address with 4 namespaces x 2 connections parks what it can: half of --max-waiters, whatever
+ * --max-waiters-per-source says; another address's job still parks, as many as are left. */
+static void t_per_source(void *arg)
+{
+    (void)arg;
+    static const char *const args[] = {"--max-waiters", "400", "--max-waiters-per-conn", "1000", NULL};
+    struct h_daemon d;
+    int fds[8], parked = 0;
+    char ns[16];
+    if (h_start(&d, args) < 0)
+        return;
+    for (int i = 0; i < 8; i++) {
+        snprintf(ns, sizeof ns, "hog%d", i / 2);
+        fds[i] = t_open_from(&d, "127.0.0.2", ns);
+        CHECK(fds[i] >= 0);
+        if (fds[i] >= 0)
+            parked += 100 - t_park(fds[i], 1, 100);
+    }
+    printf("  one address, 4 namespaces x 2 connections, asked for 800 parked gets: %d parked\n", parked);
+    CHECK_EQ(parked, 200);
+    CHECK(h_stat(&d, "limit_waiters_per_source") >= 1);
+    CHECK_EQ(h_stat(&d, "limit_waiters"), 0);
+    int other = t_open_from(&d, "127.0.0.3", "job");
+    CHECK(other >= 0);
+    if (other >= 0)
+        CHECK_EQ(t_park(other, 1, 150), 0);
+    CHECK_EQ(h_stat(&d, "waiters_current"), 350);
+    for (int i = 0; i < 8; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (other >= 0)
+        close(other);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 /* Run the shares test against a daemon with small waiter bounds. */
 int main(void)
 {
@@ -83,5 +134,6 @@ int main(void)
     CHECK(h_stat(&d, "limit_waiters_per_conn") >= 1);
     CHECK(h_stat(&d, "limit_waiters_per_ns") >= 1);
     CHECK_EQ(h_stop(&d), 0);
+    H_RUN(t_per_source, NULL);
     return h_finish();
 }

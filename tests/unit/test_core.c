@@ -182,6 +182,7 @@ static void t_world_init(struct t_world *w, uint64_t heartbeat_ms)
     t_loop.now = 0;
     struct core_limits lim = {.wait_timeout = 5000, .max_wait_timeout = 60000, .max_waiters = 100,
                               .max_waiters_per_ns = 100, .max_waiters_per_conn = 10,
+                              .max_waiters_per_source = 100,
                               .heartbeat_timeout = heartbeat_ms, .max_watches = 100,
                               .max_watches_per_conn = 10};
     core_init(&w->core, &t_hooks, &lim, &w->stats);
@@ -208,7 +209,7 @@ static void t_world_fini(struct t_world *w)
 struct t_node {
     struct rdzv_node *node;
     uint64_t session;
-    size_t nwaiters;
+    struct core_share share;
     uint64_t parked;  /* the parked join id, 0 = none */
     int replies, status, events, last_event;
     uint64_t event_gen;
@@ -272,7 +273,7 @@ static const struct rdzv_owner_ops t_ops = {t_park, t_unpark, t_reply, t_event, 
 static int t_join(struct t_world *w, struct t_node *o, const char *id, uint32_t min, uint32_t max, uint32_t last_call)
 {
     static uint64_t next_req = 1;
-    struct rdzv_owner owner = {&t_ops, o, &o->node, o->session, &o->nwaiters};
+    struct rdzv_owner owner = {&t_ops, o, &o->node, o->session, &o->share};
     struct rdzv_join_req j = {id, 1, min, max, last_call, 1000, 0};
     char msg[256];
     return rdzv_join(w->ns, &owner, &j, next_req++, msg, sizeof msg);
@@ -375,7 +376,7 @@ static void t_join_timeout(void *unused)
     t_advance(1);
     CHECK_EQ(a.replies, 1);
     CHECK_EQ(a.status, MUSTER__STATUS__TIMEOUT);
-    CHECK_EQ(a.nwaiters, 0);
+    CHECK_EQ(a.share.conn, 0);
     CHECK_EQ(w.core.nwaiters, 0);
     CHECK_EQ(w.stats.c[STAT_TIMEOUTS], 1);
     t_world_fini(&w);
@@ -638,9 +639,49 @@ static void t_budget(void *unused)
     CHECK_EQ(st, MUSTER__STATUS__LIMIT);
     CHECK_EQ(w.stats.c[STAT_LIMIT_WAITERS_PER_NS], 1);
     CHECK_STR(core_waiter_why(&w.core, &w.ns->nwaiters, NULL),
-              "too many parked requests in this namespace (--max-waiters-per-ns)");
+              "too many parked requests in this namespace (--max-waiters-per-ns, at most half of --max-waiters)");
     waiters_fail_all(w.ns, MUSTER__STATUS__SHUTTING_DOWN);
     CHECK_EQ(t[0].status, MUSTER__STATUS__SHUTTING_DOWN);
+    t_world_fini(&w);
+}
+
+/* An address's share: its connections' parked requests together, in any namespace, stop at
+ * --max-waiters-per-source, and never above half of --max-waiters whatever the flags say. */
+static void t_budget_source(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_wait t[8] = {{0}};
+    const char *keys[] = {"x"};
+    size_t from_source = 0;
+    struct core_share c1 = {0, &from_source}, c2 = {0, &from_source}, other = {0, NULL};
+    int st;
+    t_world_init(&w, 0);
+    struct ns *ns2 = calloc(1, sizeof *ns2 + 4);
+    memcpy(ns2->name, "two", 4);
+    core_ns_init(&w.core, ns2, 1000, 1 << 20, 1 << 20, NULL);
+    w.core.lim.max_waiters = 8;
+    w.core.lim.max_waiters_per_source = 1000; /* above half: 4 is the share */
+    for (int i = 0; i < 4; i++) /* two connections, two namespaces */
+        CHECK(waiters_park(i % 2 ? ns2 : w.ns, keys, NULL, 1, 100, t_wait_done, &t[i], i < 2 ? &c1 : &c2,
+                           (uint64_t)i + 1, 0, &st) != NULL);
+    CHECK(waiters_park(ns2, keys, NULL, 1, 100, t_wait_done, &t[4], &c1, 5, 0, &st) == NULL);
+    CHECK_EQ(st, MUSTER__STATUS__LIMIT);
+    CHECK_EQ(w.stats.c[STAT_LIMIT_WAITERS_PER_SOURCE], 1);
+    CHECK_STR(core_waiter_why(&w.core, &w.ns->nwaiters, &c1),
+              "too many parked requests from this address (--max-waiters-per-source, at most half of --max-waiters)");
+    CHECK_EQ(from_source, 4);
+    CHECK_EQ(c1.conn + c2.conn, 4);
+    /* Another address still parks in what is left. */
+    for (int i = 5; i < 8; i++)
+        CHECK(waiters_park(i < 7 ? w.ns : ns2, keys, NULL, 1, 100, t_wait_done, &t[i], &other, (uint64_t)i + 1, 0,
+                           &st) != NULL);
+    waiters_fail_all(w.ns, MUSTER__STATUS__SHUTTING_DOWN);
+    waiters_fail_all(ns2, MUSTER__STATUS__SHUTTING_DOWN);
+    core_ns_fini(ns2);
+    free(ns2);
+    CHECK_EQ(from_source, 0);
+    CHECK_EQ(c1.conn + c2.conn + other.conn, 0);
     t_world_fini(&w);
 }
 
@@ -835,6 +876,7 @@ int main(void)
     H_RUN(t_waiters, NULL);
     H_RUN(t_count_waiters, NULL);
     H_RUN(t_budget, NULL);
+H_RUN(t_budget_source, NULL);
     H_RUN(t_watch_fanout, NULL);
     H_RUN(t_watch_remove, NULL);
     H_RUN(t_watch_limit, NULL);
