@@ -16,8 +16,16 @@
 
 #include "harness.h"
 
-/* How long a member may take to report healthy. */
+/* How long the members may take to report healthy on a machine that is not loaded; hetcd_start_ms
+ * stretches it with the load, up to HETCD_START_MAX_MS. */
 #define HETCD_START_MS 15000
+#define HETCD_START_MAX_MS 60000
+/* Starts of a cluster whose member exited before it was healthy (a port chosen for it was taken by
+ * another process before etcd bound it), each on new ports. */
+#define HETCD_TRIES 3
+/* The most all the attempts of one hetcd_start may take (tests/meson.build adds it to the etcd tests'
+ * timeouts: the start is not counted in a test's own alarm). */
+#define HETCD_BUDGET_MS 90000
 
 /* Whether an etcd binary is on PATH (tests skip without one). */
 int hetcd_available(void)
@@ -39,13 +47,20 @@ static uint16_t hetcd_free_port(void)
     return port;
 }
 
-/* Exec member i of c (in the child); never returns. */
-static void hetcd_exec(const struct hetcd *c, int i, const char *cluster)
+/* The path of member i's data directory (suffix "") or log (".log") in start attempt try. */
+static void hetcd_path(char *buf, size_t n, int try, int i, const char *suffix)
 {
-    char name[16], dir[4096], curl[64], purl[64], log[4096];
+    snprintf(buf, n, "%s/etcd-%d-%d%s", h_tmpdir(), try, i, suffix);
+}
+
+/* Exec member i of c in start attempt try (in the child); never returns. */
+static void hetcd_exec(const struct hetcd *c, int try, int i, const char *cluster)
+{
+    char name[16], dir[4096], curl[64], purl[64], log[4096], token[4096];
     snprintf(name, sizeof name, "m%d", i);
-    snprintf(dir, sizeof dir, "%s/etcd-%d", h_tmpdir(), i);
-    snprintf(log, sizeof log, "%s/etcd-%d.log", h_tmpdir(), i);
+    hetcd_path(dir, sizeof dir, try, i, "");
+    hetcd_path(log, sizeof log, try, i, ".log");
+    snprintf(token, sizeof token, "%s-%d", h_tmpdir(), try);
     snprintf(curl, sizeof curl, "http://127.0.0.1:%u", (unsigned)c->client_port[i]);
     snprintf(purl, sizeof purl, "http://127.0.0.1:%u", (unsigned)c->peer_port[i]);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test program */
@@ -54,7 +69,7 @@ static void hetcd_exec(const struct hetcd *c, int i, const char *cluster)
     dup2(2, 1);
     execlp("etcd", "etcd", "--name", name, "--data-dir", dir, "--listen-client-urls", curl,
            "--advertise-client-urls", curl, "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-           "--initial-cluster", cluster, "--initial-cluster-state", "new", "--initial-cluster-token", h_tmpdir(),
+           "--initial-cluster", cluster, "--initial-cluster-state", "new", "--initial-cluster-token", token,
            "--heartbeat-interval", "50", "--election-timeout", "500", (char *)NULL);
     _exit(127);
 }
@@ -83,8 +98,48 @@ static int hetcd_healthy(const struct hetcd *c, int i)
     return strstr(buf, "\"health\":\"true\"") != NULL;
 }
 
-/* Start an n-member cluster and wait until every member answers /health; 0, or -1. */
-int hetcd_start(struct hetcd *c, int n)
+/* The start deadline for the machine as it is now: HETCD_START_MS, stretched by the one-minute load
+ * per CPU when that is over 1 (a loaded machine starts etcd slower), at most HETCD_START_MAX_MS.  Read
+ * again at every poll, so the deadline follows the load while the members start. */
+static int64_t hetcd_start_ms(double *load)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    *load = 0;
+    if (getloadavg(load, 1) != 1 || cpus < 1 || *load <= (double)cpus)
+        return HETCD_START_MS;
+    double ms = HETCD_START_MS * *load / (double)cpus;
+    return ms > HETCD_START_MAX_MS ? HETCD_START_MAX_MS : (int64_t)ms;
+}
+
+/* Print the last lines of member i's log in attempt try to stderr (why it exited or is not healthy). */
+static void hetcd_log_tail(int try, int i)
+{
+    char path[4096], line[1024], last[8][1024];
+    int n = 0;
+    hetcd_path(path, sizeof path, try, i, ".log");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f))
+        snprintf(last[n++ % 8], sizeof last[0], "%s", line);
+    fclose(f);
+    for (int k = n > 8 ? n - 8 : 0; k < n; k++)
+        fprintf(stderr, "  etcd %d: %s", i, last[k % 8]);
+}
+
+/* Whether member i has exited (reaped here, its pid cleared). */
+static int hetcd_exited(struct hetcd *c, int i)
+{
+    if (c->pid[i] <= 0 || waitpid(c->pid[i], NULL, WNOHANG) != c->pid[i])
+        return 0;
+    c->pid[i] = 0;
+    return 1;
+}
+
+/* Start attempt try of an n-member cluster on new ports and wait until every member answers /health, at
+ * most until end (h_now_ms): 0; 1 when a member exited first (worth another attempt); -1 when one is still
+ * not healthy at the deadline. */
+static int hetcd_try(struct hetcd *c, int n, int try, int64_t end)
 {
     char cluster[512] = "";
     memset(c, 0, sizeof *c);
@@ -101,22 +156,52 @@ int hetcd_start(struct hetcd *c, int n)
     for (int i = 0; i < n; i++) {
         c->pid[i] = fork();
         if (c->pid[i] == 0)
-            hetcd_exec(c, i, cluster);
+            hetcd_exec(c, try, i, cluster);
         if (c->pid[i] < 0)
             return -1;
     }
-    for (int i = 0; i < n; i++) {
-        int64_t until = h_now_ms() + HETCD_START_MS;
-        while (!hetcd_healthy(c, i)) {
-            if (h_now_ms() > until) {
-                fprintf(stderr, "etcd member %d not healthy after %d ms (log in %s)\n", i, HETCD_START_MS, h_tmpdir());
-                return -1;
-            }
-            struct timespec ts = {0, 50 * 1000 * 1000};
-            nanosleep(&ts, NULL);
+    int64_t t0 = h_now_ms();
+    for (int i = 0; i < n;) {
+        double load;
+        if (hetcd_healthy(c, i)) {
+            i++;
+            continue;
         }
+        for (int k = 0; k < n; k++)
+            if (hetcd_exited(c, k)) {
+                fprintf(stderr, "etcd member %d exited while starting (attempt %d of %d):\n", k, try, HETCD_TRIES);
+                hetcd_log_tail(try, k);
+                return 1;
+            }
+        int64_t limit = hetcd_start_ms(&load);
+        if (t0 + limit > end)
+            limit = end - t0;
+        if (h_now_ms() - t0 > limit) {
+            fprintf(stderr, "etcd member %d not healthy after %lld ms (load %.2f on %ld CPUs; log in %s):\n", i,
+                    (long long)limit, load, sysconf(_SC_NPROCESSORS_ONLN), h_tmpdir());
+            hetcd_log_tail(try, i);
+            return -1;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
     return 0;
+}
+
+/* Start an n-member cluster and wait until every member answers /health, within a deadline that
+ * follows the machine's load; a member that exits first has the cluster started again on new ports,
+ * HETCD_TRIES times in all, within HETCD_BUDGET_MS.  The test's alarm is held meanwhile.  0, or -1. */
+int hetcd_start(struct hetcd *c, int n)
+{
+    unsigned alarm_left = alarm(0);
+    int64_t end = h_now_ms() + HETCD_BUDGET_MS;
+    int rc = 1;
+    for (int try = 1; try <= HETCD_TRIES && rc > 0 && h_now_ms() < end; try++)
+        if ((rc = hetcd_try(c, n, try, end)) != 0)
+            hetcd_stop(c);
+    if (alarm_left)
+        alarm(alarm_left);
+    return rc == 0 ? 0 : -1;
 }
 
 /* SIGKILL member i and reap it. */

@@ -22,7 +22,8 @@ struct hetcd {
 
 /* Whether an etcd binary is on PATH (tests skip without one). */
 int hetcd_available(void);
-/* Start an n-member cluster and wait until every member answers /health; 0, or -1. */
+/* Start an n-member cluster and wait until every member answers /health (longer on a loaded machine;
+ * started again on new ports when a member exits first); 0, or -1. */
 int hetcd_start(struct hetcd *c, int n);
 /* SIGKILL member i and reap it. */
 void hetcd_kill(struct hetcd *c, int i);
