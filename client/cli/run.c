@@ -408,6 +408,7 @@ static int run_start_workers(struct run_ctx *c)
                 .max_request = c->cfg.relay_max_request},
         .max_conns = c->cfg.relay_max_conns,
         .max_output = c->cfg.relay_max_output,
+        .request_timeout_ms = c->cfg.relay_request_timeout_ms,
     };
     int relay = run_relay_start(&c->relay, &rc, c->url, c->a->generation) == 0;
     if (!relay) {

@@ -34,6 +34,7 @@ struct run_cfg {
     uint32_t relay_max_keys;
     uint32_t relay_max_request;
     uint32_t relay_max_output;
+    uint32_t relay_request_timeout_ms;
     char **argv;               /* PROG ARGS... */
 };
 

@@ -1,8 +1,9 @@
 /*
  * `muster run`'s command line: one table of options (name, kind of value,
- * where it goes, usage text), their defaults, and the parser.  Every option
- * accepts '_' for '-', because torchrun spells --nproc_per_node; parsing
- * stops at the first word that is not an option (PROG) or after "--".
+ * where it goes, usage text), their defaults, the environment twins of the
+ * limits and timeouts that have one, and the parser.  Every option accepts
+ * '_' for '-', because torchrun spells --nproc_per_node; parsing stops at the first
+ * word that is not an option (PROG) or after "--".
  */
 #include "run.h"
 
@@ -48,10 +49,31 @@ static const struct run_opt run_opts_table[] = {
     {"relay-max-keys", RUN_OPT_UINT, RUN_OFF(relay_max_keys), "N", "keys in one torch request (default 131072)"},
     {"relay-max-request", RUN_OPT_BYTES, RUN_OFF(relay_max_request), "BYTES", "one torch request (default 64 MiB)"},
     {"relay-max-output", RUN_OPT_BYTES, RUN_OFF(relay_max_output), "BYTES", "replies a worker leaves unread (default 64 MiB)"},
+    {"relay-request-timeout", RUN_OPT_MS, RUN_OFF(relay_request_timeout_ms), "MS",
+     "close a worker's store connection whose request stays incomplete MS (default 30000, 0: never)"},
     {"help", RUN_OPT_FLAG, RUN_OFF(help), NULL, "show this help"},
 };
 
 #define RUN_OPTS_N (sizeof run_opts_table / sizeof run_opts_table[0])
+
+/* The environment twins of the options that have one; a flag wins over its twin. */
+static const struct {
+    const char *name;
+    const char *env;
+} run_opts_envs[] = {
+    {"relay-request-timeout", "MUSTER_RELAY_REQUEST_TIMEOUT"},
+};
+
+#define RUN_OPTS_ENVS_N (sizeof run_opts_envs / sizeof run_opts_envs[0])
+
+/* The environment twin of an option, or NULL. */
+static const char *run_opts_env_of(const char *name)
+{
+    for (size_t i = 0; i < RUN_OPTS_ENVS_N; i++)
+        if (strcmp(run_opts_envs[i].name, name) == 0)
+            return run_opts_envs[i].env;
+    return NULL;
+}
 
 /* Print the usage text built from the options table. */
 void run_opts_usage(FILE *f)
@@ -62,7 +84,10 @@ void run_opts_usage(FILE *f)
         char left[48];
         snprintf(left, sizeof left, "--%s%s%s", run_opts_table[i].name, run_opts_table[i].arg ? " " : "",
                  run_opts_table[i].arg ? run_opts_table[i].arg : "");
+        const char *env = run_opts_env_of(run_opts_table[i].name);
         fprintf(f, "  %-26s %s\n", left, run_opts_table[i].help);
+        if (env)
+            fprintf(f, "  %-26s (environment: $%s; the flag wins)\n", "", env);
     }
 }
 
@@ -143,9 +168,27 @@ static const struct run_opt *run_opts_find(const char *arg, const char **val)
     return NULL;
 }
 
+/* Apply the environment twins that are set; returns 0, or -1 after printing the problem. */
+static int run_opts_env(struct run_cfg *cfg)
+{
+    for (size_t i = 0; i < RUN_OPTS_ENVS_N; i++) {
+        const char *v = getenv(run_opts_envs[i].env), *inl;
+        const struct run_opt *o = run_opts_find(run_opts_envs[i].name, &inl);
+        if (!v || !*v || !o)
+            continue;
+        if (run_opts_value(o, v, cfg) < 0) {
+            fprintf(stderr, RUN_TAG "bad value for $%s: %s\n", run_opts_envs[i].env, v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Parse the command line up to PROG; returns 0, or -1 after printing the problem. */
 int run_opts_parse(int argc, char **argv, struct run_cfg *cfg)
 {
+    if (run_opts_env(cfg) < 0)
+        return -1;
     int i = 0;
     while (i < argc && strncmp(argv[i], "--", 2) == 0) {
         if (strcmp(argv[i], "--") == 0) {
@@ -207,4 +250,5 @@ void run_opts_defaults(struct run_cfg *cfg)
     cfg->relay_max_keys = 131072;
     cfg->relay_max_request = 64u << 20;
     cfg->relay_max_output = 64u << 20;
+    cfg->relay_request_timeout_ms = 30000; /* musterd's --request-timeout */
 }

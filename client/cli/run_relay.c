@@ -14,8 +14,9 @@
  * launcher between start and stop.
  *
  * A worker that sends garbage, an unknown op or more than the relay's
- * limits is closed (TCPStore has no error reply) and counted; the others
- * are unaffected.  Upstream, a handle without failover that loses its
+ * limits, or leaves a request incomplete for --relay-request-timeout, is
+ * closed (TCPStore has no error reply) and counted; the others are
+ * unaffected.  Upstream, a handle without failover that loses its
  * connection closes every worker's connection: their stores fail, the
  * workers exit, and the launcher restarts the generation as after any
  * failure.  A failover handle repairs itself; what an op in flight
@@ -234,11 +235,23 @@ static void run_relay_refuse(struct run_relay *r, struct run_relay_conn *c, cons
     run_relay_close(r, c, "%s", e->why);
 }
 
+/* When the request c now holds incomplete began: 0 with none held, now when one began (took: a whole
+ * request was just taken, so what is held is a new one).  As on musterd's listener, bytes behind a
+ * parked request are not an incomplete request: --relay-max-request bounds them instead. */
+uint64_t run_relay_partial_since(const struct run_relay_conn *c, int took, uint64_t now)
+{
+    int held = c->park == RELAY_PARK_NONE && (c->inlen > 0 || c->req.op >= 0);
+    if (!held)
+        return 0;
+    return !c->partial_ms || took ? now : c->partial_ms;
+}
+
 /* Decode and serve the requests c has buffered; what is not taken yet stays at the front of c->in. */
 static void run_relay_decode(struct run_relay *r, struct run_relay_conn *c)
 {
     struct tscodec_src src = {c->in, c->inlen, NULL, NULL};
     size_t want;
+    int took = 0;
     while (!c->dead && src.n > 0) {
         if (c->era == TS_ERA_UNKNOWN && tscodec_detect(&src, &c->era) != 0)
             break;
@@ -254,11 +267,33 @@ static void run_relay_decode(struct run_relay *r, struct run_relay_conn *c)
             break;
         run_relay_ops_dispatch(r, c, &c->req);
         tscodec_reset(&c->req);
+        took = 1;
     }
     /* Only when something was taken: a large value arriving chunk by chunk is not copied again each time. */
     if (src.p != c->in)
         memmove(c->in, src.p, src.n);
     c->inlen = src.n;
+    c->partial_ms = run_relay_partial_since(c, took, cli_now_ms());
+}
+
+/* Close the connections whose request stayed incomplete for --relay-request-timeout (counted); returns
+ * the milliseconds until the next such deadline, at most cap. */
+static int run_relay_expire(struct run_relay *r, int cap)
+{
+    uint64_t limit = r->cfg.request_timeout_ms, now = cli_now_ms();
+    int wait = cap;
+    for (size_t i = 0; limit && i < r->nconns; i++) {
+        struct run_relay_conn *c = r->conns[i];
+        if (c->dead || !c->partial_ms)
+            continue;
+        if (c->partial_ms + limit <= now) {
+            r->st.request_timeout++;
+            run_relay_close(r, c, "request incomplete for %" PRIu64 " ms (--relay-request-timeout)", limit);
+        } else if (c->partial_ms + limit - now < (uint64_t)wait) {
+            wait = (int)(c->partial_ms + limit - now);
+        }
+    }
+    return wait;
 }
 
 /* Read what c has sent (within one chunk), then serve it. */
@@ -342,6 +377,7 @@ static int run_relay_turn(struct run_relay *r, struct pollfd **pfdp, size_t *cap
             run_relay_decode(r, c);
         run_relay_output(r, c);
     }
+    int wait = run_relay_expire(r, 1000);
     run_relay_reap(r);
     size_t n = r->nconns + 3;
     if (n > *cap) {
@@ -358,7 +394,7 @@ static int run_relay_turn(struct run_relay *r, struct pollfd **pfdp, size_t *cap
     for (size_t i = 0; i < r->nconns; i++)
         pfd[3 + i] = (struct pollfd){.fd = r->conns[i]->fd,
                                      .events = (short)(POLLIN | (r->conns[i]->out.len ? POLLOUT : 0))};
-    if (poll(pfd, (nfds_t)n, 1000) <= 0)
+    if (poll(pfd, (nfds_t)n, wait) <= 0)
         return 1;
     if (pfd[0].revents)
         return 0;
@@ -444,14 +480,15 @@ static void run_relay_report(const struct run_relay *r)
 {
     const struct run_relay_stats *s = &r->st;
     if (!(s->bad_request | s->limit_key | s->limit_keys | s->limit_request | s->limit_conns | s->limit_output |
-          s->unsupported | s->upstream_errors))
+          s->unsupported | s->upstream_errors | s->request_timeout))
         return;
     fprintf(stderr,
             RUN_TAG "relay %s: connections %" PRIu64 ", requests %" PRIu64 ", bad_request %" PRIu64
                     ", limit_key %" PRIu64 ", limit_keys %" PRIu64 ", limit_request %" PRIu64 ", limit_conns %" PRIu64
-                    ", limit_output %" PRIu64 ", unsupported %" PRIu64 ", upstream_errors %" PRIu64 "\n",
+                    ", limit_output %" PRIu64 ", request_timeout %" PRIu64 ", unsupported %" PRIu64
+                    ", upstream_errors %" PRIu64 "\n",
             r->prefix, s->accepted, s->requests, s->bad_request, s->limit_key, s->limit_keys, s->limit_request,
-            s->limit_conns, s->limit_output, s->unsupported, s->upstream_errors);
+            s->limit_conns, s->limit_output, s->request_timeout, s->unsupported, s->upstream_errors);
 }
 
 /* Stop the thread, close everything and print the counters that tripped; safe when not started. */

@@ -15,7 +15,7 @@
 struct run_relay_stats {
     uint64_t accepted, requests, parked, canceled, abandoned;
     uint64_t bad_request, limit_key, limit_keys, limit_request, limit_conns, limit_output;
-    uint64_t unsupported, upstream_errors;
+    uint64_t unsupported, upstream_errors, request_timeout;
 };
 
 /* Flags of the relay (lim.max_value is UINT64_MAX: a value is bounded by the request alone). */
@@ -23,6 +23,7 @@ struct run_relay_cfg {
     struct tscodec_limits lim;
     uint32_t max_conns;
     uint64_t max_output;
+    uint32_t request_timeout_ms; /* --relay-request-timeout: bound on an incomplete request, 0 = none */
 };
 
 /* What a worker's connection has parked: nothing, a WAIT or a BARRIER. */
@@ -43,6 +44,7 @@ struct run_relay_conn {
     char **pkeys;                /* native keys of the parked request */
     size_t npkeys;
     int64_t world;               /* BARRIER: the count that releases it */
+    uint64_t partial_ms;         /* when the request now incomplete began (monotonic ms), or 0 */
 };
 
 /* A TCPStore relay for one generation: a thread with its own poll loop and one upstream handle. */
@@ -67,6 +69,9 @@ struct run_relay {
 
 /* Connect upstream (url), watch prefix gen, listen on 127.0.0.1 port 0 and start the thread; 0 or -1. */
 int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const char *url, uint64_t gen);
+/* When the request c now holds incomplete began: 0 with none held, now when one began (took: a whole
+ * request was just taken).  Bytes behind a parked request are bounded by size, not time. */
+uint64_t run_relay_partial_since(const struct run_relay_conn *c, int took, uint64_t now);
 /* Serve one decoded request of c (run_relay_ops.c); c may be parked or closed by it. */
 void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q);
 /* Look again at c's parked request after a change to key (NULL: any key); answers it when it is done. */

@@ -406,6 +406,7 @@ static void t_timeout_and_usage(void *arg)
         {"--nproc-per-node", "0", "true", NULL},
         {"--standalone", "--url", url, "true"},
         {"--frobnicate", "true", NULL},
+        {"--relay-request-timeout", "soon", "true", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *args[5] = {bad[i][0], bad[i][0] ? bad[i][1] : NULL, bad[i][0] ? bad[i][2] : NULL,
