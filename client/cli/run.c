@@ -73,7 +73,8 @@ struct run_ctx {
     int server_died;
     struct run_relay relay;    /* this generation's TCPStore relay (run_relay.c) */
     char run_id[256];          /* TORCHELASTIC_RUN_ID */
-    char error_dir[256];       /* the workers' TORCHELASTIC_ERROR_FILE directory */
+    char error_dir[256];       /* the run's directory: the workers' TORCHELASTIC_ERROR_FILE files */
+    char **argv0;              /* PROG ARGS... as given (cfg.argv may be a vector of its own) */
 };
 
 /* Signal-handler state: a handler can reach nothing else.  While a join
@@ -284,7 +285,7 @@ static int run_connect(struct run_ctx *c)
     if (c->m && !c->conn_lost)
         return 0;
     if (c->server_died)
-        return 5;
+        return CLI_ERROR;
     muster_close(c->m);
     c->conn_lost = 0;
     muster_opts o = {.connect_timeout_ms = c->cfg.rdzv_timeout_ms, .client_name = "muster run"};
@@ -294,7 +295,7 @@ static int run_connect(struct run_ctx *c)
         char where[600];
         cli_url_redacted(c->url, where, sizeof where); /* the URL's token stays out of logs */
         fprintf(stderr, RUN_TAG "cannot connect to %s: %s\n", where, muster_strerror(err));
-        return err == MUSTER_ETIMEDOUT || err == MUSTER_ECONN ? 4 : 5;
+        return err == MUSTER_ETIMEDOUT || err == MUSTER_ECONN ? CLI_CONNECT : CLI_ERROR;
     }
     /* Workers must not inherit the launcher's membership connection. */
     fcntl(muster_fd(c->m), F_SETFD, FD_CLOEXEC);
@@ -357,7 +358,7 @@ static int run_join(struct run_ctx *c, int first)
     if (rc != MUSTER_OK) {
         fprintf(stderr, RUN_TAG "rendezvous failed: %s%s%s\n", muster_strerror(rc),
                 *muster_last_error(c->m) ? ": " : "", muster_last_error(c->m));
-        return rc == MUSTER_ETIMEDOUT ? 3 : rc == MUSTER_ECONN ? 4 : 5;
+        return rc == MUSTER_ETIMEDOUT ? CLI_TIMEOUT : rc == MUSTER_ECONN ? CLI_CONNECT : CLI_ERROR;
     }
     c->member = 1;
     c->lost = c->grow = 0;
@@ -527,7 +528,7 @@ static int run_setup_url(struct run_ctx *c, const char *global_url)
 {
     if (c->cfg.standalone) {
         if (run_standalone_start(&c->server, RUN_SERVER_START_MS) < 0)
-            return 5;
+            return CLI_ERROR;
         run_server_pid = c->server.pid;
         snprintf(run_server_files[0], sizeof run_server_files[0], "%s", c->server.port_file);
         snprintf(run_server_files[1], sizeof run_server_files[1], "%s", c->server.log_file);
@@ -548,7 +549,7 @@ static int run_setup_url(struct run_ctx *c, const char *global_url)
         char where[600];
         cli_url_redacted(c->url, where, sizeof where); /* the URL's token stays out of logs */
         fprintf(stderr, RUN_TAG "bad store URL %s: %s\n", where, why);
-        return 2;
+        return CLI_USAGE;
     }
     return run_torch_job(c->cfg.rdzv_id, &c->url, c->url_buf, sizeof c->url_buf, &c->u, c->run_id, sizeof c->run_id);
 }
@@ -559,7 +560,9 @@ static int run_restart(struct run_ctx *c, int rfd, enum run_outcome out)
     int status = c->ws.first_failure;
     if (out == RUN_FAILED) {
         struct run_env env = run_worker_env(c);
-        fprintf(stderr, RUN_TAG "a worker failed with status %d\n", status);
+        const char *sig = c->ws.first_signal ? run_torch_signame(c->ws.first_signal) : NULL;
+        fprintf(stderr, RUN_TAG "a worker failed with status %d%s%s%s\n", status, sig ? " (" : "", sig ? sig : "",
+                sig ? ")" : "");
         run_torch_report(&c->ws, &env);
     }
     /* On a failure, leave first: the other nodes learn of it now, not after our grace period.
@@ -621,48 +624,82 @@ static int run_loop(struct run_ctx *c, int rfd)
     }
 }
 
+/* Exit status of a command line whose program cannot run (the shell's "command not found"). */
+#define RUN_NOT_FOUND 127
+
+/* Parse the command line, name the node and build the workers' command line; returns -1 to go on,
+ * else an exit status.  Whether the program exists is checked here, before any round starts: a
+ * missing one would otherwise cost every node a round and a failed generation. */
+static int run_prepare(struct run_ctx *c, int argc, char **argv)
+{
+    run_opts_defaults(&c->cfg);
+    if (run_opts_parse(argc, argv, &c->cfg) < 0) {
+        run_opts_usage(stderr);
+        return CLI_USAGE;
+    }
+    if (c->cfg.help) {
+        run_opts_usage(stdout);
+        return CLI_OK;
+    }
+    if (c->cfg.node_id) {
+        snprintf(c->node_id, sizeof c->node_id, "%s", c->cfg.node_id);
+    } else {
+        char host[64] = "node";
+        gethostname(host, sizeof host - 1);
+        snprintf(c->node_id, sizeof c->node_id, "%s-%ld", host, (long)getpid());
+    }
+    c->argv0 = c->cfg.argv;
+    if (!(c->cfg.argv = run_torch_argv(c->argv0, c->cfg.module, c->cfg.no_python))) {
+        c->cfg.argv = c->argv0;
+        fprintf(stderr, RUN_TAG "out of memory\n");
+        return CLI_ERROR;
+    }
+    if (!run_torch_found(c->cfg.argv[0])) {
+        fprintf(stderr, RUN_TAG "cannot run %s: no such executable%s\n", c->cfg.argv[0],
+                strchr(c->cfg.argv[0], '/') ? "" : " in PATH");
+        return RUN_NOT_FOUND;
+    }
+    return -1;
+}
+
+/* Make the run's directory for the workers' error files; returns 0 or an exit status.  Without one
+ * the workers run with no error file, unless --log-dir asked for it. */
+static int run_make_dir(struct run_ctx *c)
+{
+    if (run_torch_error_dir(c->error_dir, sizeof c->error_dir, c->cfg.log_dir, c->run_id) == 0)
+        return 0;
+    fprintf(stderr, RUN_TAG "cannot make the run's directory for error files in %s: %s\n",
+            c->cfg.log_dir ? c->cfg.log_dir : "$TMPDIR", strerror(errno));
+    return c->cfg.log_dir ? CLI_ERROR : 0;
+}
+
 /* Parse the launcher's command line and run the job; returns the process exit status. */
 int run_main(int argc, char **argv, const char *url)
 {
     struct run_ctx c;
     memset(&c, 0, sizeof c);
-    run_opts_defaults(&c.cfg);
-    if (run_opts_parse(argc, argv, &c.cfg) < 0) {
-        run_opts_usage(stderr);
-        return 2;
-    }
-    if (c.cfg.help) {
-        run_opts_usage(stdout);
-        return 0;
-    }
-    if (c.cfg.node_id) {
-        snprintf(c.node_id, sizeof c.node_id, "%s", c.cfg.node_id);
-    } else {
-        char host[64] = "node";
-        gethostname(host, sizeof host - 1);
-        snprintf(c.node_id, sizeof c.node_id, "%s-%ld", host, (long)getpid());
+    int status = run_prepare(&c, argc, argv);
+    if (status >= 0) {
+        if (c.argv0 && c.cfg.argv != c.argv0)
+            free(c.cfg.argv);
+        return status;
     }
     int rfd = run_signals_init();
     if (rfd < 0) {
         fprintf(stderr, RUN_TAG "cannot create the signal pipe: %s\n", strerror(errno));
-        return 5;
+        return CLI_ERROR;
     }
     if (run_guard_start() < 0)
         fprintf(stderr, RUN_TAG "no guard process (%s): a worker's children may outlive a killed launcher\n",
                 strerror(errno));
-    char **argv0 = c.cfg.argv;
-    if (!(c.cfg.argv = run_torch_argv(argv0))) {
-        fprintf(stderr, RUN_TAG "out of memory\n");
-        return 5;
-    }
-    if (run_torch_error_dir(c.error_dir, sizeof c.error_dir) < 0)
-        fprintf(stderr, RUN_TAG "cannot make a directory for error files: %s\n", strerror(errno));
-    int status = run_setup_url(&c, url);
+    status = run_setup_url(&c, url);
+    if (status == 0)
+        status = run_make_dir(&c);
     if (status == 0)
         status = run_loop(&c, rfd);
     run_relay_stop(&c.relay);
-    run_torch_error_cleanup(c.error_dir);
-    if (c.cfg.argv != argv0)
+    run_torch_error_keep(c.error_dir);
+    if (c.cfg.argv != c.argv0)
         free(c.cfg.argv);
     muster_close(c.m);
     muster_assignment_free(c.a);

@@ -35,6 +35,9 @@ struct run_cfg {
     uint32_t relay_max_request;
     uint32_t relay_max_output;
     uint32_t relay_request_timeout_ms;
+    int module;                /* -m: PROG is a module run as `python3 -m PROG` */
+    int no_python;             /* PROG runs as it is, even a .py file */
+    const char *log_dir;       /* where the run's directory (error files) is made */
     char **argv;               /* PROG ARGS... */
 };
 
@@ -51,6 +54,7 @@ struct run_worker {
     int local_rank;
     int rank;            /* global rank, for the output prefix */
     int status;          /* exit code in shell convention (128+signal) once reaped */
+    int sig;             /* the signal that ended it, 0 when it exited */
     int fd[2];           /* read ends for stdout, stderr; -1 when closed or unused */
     char *buf[2];        /* partial output line per stream */
     size_t len[2];
@@ -63,6 +67,7 @@ struct run_workers {
     int running;         /* started and not yet reaped */
     int prefix;          /* --prefix-output */
     int first_failure;   /* shell-convention status of the first worker that failed, 0 if none */
+    int first_signal;    /* the signal that ended that worker, 0 when it exited */
 };
 
 /* What a worker's environment says about its place in the world. */
@@ -105,14 +110,21 @@ void run_torch_error_path(char *buf, size_t n, const struct run_env *env, int ra
 /* --rdzv-id names the job's namespace: put it into a URL that names none (*url may then point at buf),
  * and name the run; returns 0 or an exit status. */
 int run_torch_job(const char *id, const char **url, char *buf, size_t n, muster_url *u, char *run_id, size_t idn);
-/* A PROG ending in .py runs as `python3 PROG ARGS...`; returns argv or a new vector (NULL: out of memory). */
-char **run_torch_argv(char **argv);
+/* The worker's command line: `python3 -m PROG ARGS...` with module, PROG ARGS... with no_python, else
+ * `python3 PROG ARGS...` for a PROG ending in .py; returns argv or a new vector (NULL: out of memory). */
+char **run_torch_argv(char **argv, int module, int no_python);
+/* Whether prog names an executable file, found as execvp() finds it. */
+int run_torch_found(const char *prog);
+/* The name of a signal that ends processes ("SIGKILL"), or NULL. */
+const char *run_torch_signame(int sig);
+/* A worker's exit code as torchrun writes it: "1", or for a signal "-9 (SIGKILL)". */
+void run_torch_exitcode(char *buf, size_t n, int status, int sig);
 /* After a failure: show every failed worker of the generation with its error file, as torchrun does. */
 void run_torch_report(const struct run_workers *ws, const struct run_env *env);
-/* Make the directory of the workers' error files; 0 or -1. */
-int run_torch_error_dir(char *dir, size_t n);
-/* Remove the error files and their directory; safe on an empty name. */
-void run_torch_error_cleanup(const char *dir);
+/* Make the run's directory, where the workers' error files go, in base (--log-dir; NULL: $TMPDIR); 0 or -1. */
+int run_torch_error_dir(char *dir, size_t n, const char *base, const char *run_id);
+/* At the end of the run: keep a directory holding error files and name it; remove an empty one. */
+void run_torch_error_keep(const char *dir);
 
 /* A private musterd for --standalone. */
 struct run_server {

@@ -2,8 +2,9 @@
  * `muster run`'s command line: one table of options (name, kind of value,
  * where it goes, usage text), their defaults, the environment twins of the
  * limits and timeouts that have one, and the parser.  Every option accepts
- * '_' for '-', because torchrun spells --nproc_per_node; parsing stops at the first
- * word that is not an option (PROG) or after "--".
+ * '_' for '-', because torchrun spells --nproc_per_node, and torchrun's -m
+ * is the one short option; parsing stops at the first word that is not an
+ * option (PROG) or after "--".
  */
 #include "run.h"
 
@@ -51,6 +52,9 @@ static const struct run_opt run_opts_table[] = {
     {"relay-max-output", RUN_OPT_BYTES, RUN_OFF(relay_max_output), "BYTES", "replies a worker leaves unread (default 64 MiB)"},
     {"relay-request-timeout", RUN_OPT_MS, RUN_OFF(relay_request_timeout_ms), "MS",
      "close a worker's store connection whose request stays incomplete MS (default 30000, 0: never)"},
+    {"module", RUN_OPT_FLAG, RUN_OFF(module), NULL, "also -m: PROG is a module, run as `python3 -m PROG`"},
+    {"no-python", RUN_OPT_FLAG, RUN_OFF(no_python), NULL, "run PROG as it is, even one ending in .py"},
+    {"log-dir", RUN_OPT_STR, RUN_OFF(log_dir), "DIR", "make the run's directory (error files) in DIR (default $TMPDIR)"},
     {"help", RUN_OPT_FLAG, RUN_OFF(help), NULL, "show this help"},
 };
 
@@ -184,19 +188,25 @@ static int run_opts_env(struct run_cfg *cfg)
     return 0;
 }
 
+/* The one short option, torchrun's -m, read as its long name. */
+static const char *run_opts_long(const char *arg)
+{
+    return strcmp(arg, "-m") == 0 ? "--module" : arg;
+}
+
 /* Parse the command line up to PROG; returns 0, or -1 after printing the problem. */
 int run_opts_parse(int argc, char **argv, struct run_cfg *cfg)
 {
     if (run_opts_env(cfg) < 0)
         return -1;
     int i = 0;
-    while (i < argc && strncmp(argv[i], "--", 2) == 0) {
+    while (i < argc && strncmp(run_opts_long(argv[i]), "--", 2) == 0) {
         if (strcmp(argv[i], "--") == 0) {
             i++;
             break;
         }
         const char *val;
-        const struct run_opt *o = run_opts_find(argv[i] + 2, &val);
+        const struct run_opt *o = run_opts_find(run_opts_long(argv[i]) + 2, &val);
         if (!o) {
             fprintf(stderr, RUN_TAG "unknown option %s\n", argv[i]);
             return -1;
@@ -231,6 +241,10 @@ int run_opts_parse(int argc, char **argv, struct run_cfg *cfg)
     }
     if (cfg->nproc < 1) {
         fprintf(stderr, RUN_TAG "--nproc-per-node must be at least 1\n");
+        return -1;
+    }
+    if (cfg->module && cfg->no_python) {
+        fprintf(stderr, RUN_TAG "-m/--module and --no-python exclude each other\n");
         return -1;
     }
     return 0;

@@ -273,10 +273,13 @@ int run_proc_reap(struct run_workers *ws)
         run_guard_note('-', w->pid);
         w->pid = 0;
         w->status = run_proc_code(st);
+        w->sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
         ws->running--;
         reaped++;
-        if (w->status != 0 && !ws->first_failure)
+        if (w->status != 0 && !ws->first_failure) {
             ws->first_failure = w->status;
+            ws->first_signal = w->sig;
+        }
     }
     return reaped;
 }

@@ -2,7 +2,8 @@
  * `muster run` end to end: real launchers (the built CLI, named by
  * MUSTER_TEST_CLI) starting real shell-script workers, with a private
  * musterd (--standalone) or the test's own.  Covers the worker environment,
- * a restart after a worker kills itself, the restart limit, prefixed output,
+ * a restart after a worker kills itself, the restart limit (and a killed
+ * worker reported by its signal), prefixed output,
  * SIGINT forwarding, two launchers forming one world where one is killed
  * and the survivor finishes the job alone, and error messages that name the
  * store without its token.
@@ -90,6 +91,13 @@ static void t_no_restarts(void *arg)
     hr_launch(&l, "norestart", args);
     CHECK_EQ(hr_finish(&l, 20000), 128 + SIGKILL);
     CHECK(!hr_await_file("done.1", 0));
+    /* The signal by name, as torchrun reports it, and no hint at @record, which cannot catch one. */
+    char buf[8192];
+    hr_slurp(l.err, buf, sizeof buf);
+    CHECK(strstr(buf, "a worker failed with status 137 (SIGKILL)\n") != NULL);
+    CHECK(strstr(buf, "rank 1 (local_rank 1) failed: exitcode -9 (SIGKILL)\n") != NULL);
+    CHECK(strstr(buf, "Signal 9 (SIGKILL) received") != NULL);
+    CHECK(strstr(buf, "record") == NULL);
     hr_show(&l, before);
 }
 
@@ -407,6 +415,7 @@ static void t_timeout_and_usage(void *arg)
         {"--standalone", "--url", url, "true"},
         {"--frobnicate", "true", NULL},
         {"--relay-request-timeout", "soon", "true", NULL},
+        {"-m", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *args[5] = {bad[i][0], bad[i][0] ? bad[i][1] : NULL, bad[i][0] ? bad[i][2] : NULL,

@@ -98,6 +98,83 @@ static void t_relay_request_timeout(void *arg)
     hr_show(&l, before);
 }
 
+/* A worker's error file stays in the run's directory under --log-dir, its path printed; a run with
+ * no error file leaves no directory behind. */
+static void t_error_file_kept(void *arg)
+{
+    (void)arg;
+    int before = h_failures();
+    struct hr_launcher l;
+    char buf[8192], logs[PATH_MAX + 16], path[PATH_MAX];
+    hr_fresh_out("errfile");
+    const char *w = hr_script("errfile.sh", "[ \"$RANK\" = 1 ] || exit 0\n"
+                                         "printf '{\"message\": {\"message\": \"boom %s\"}}' \"$RANK\" "
+                                         "> \"$TORCHELASTIC_ERROR_FILE\"\nexit 1\n");
+    snprintf(logs, sizeof logs, "%s/logs", hr_out_dir);
+    hr_launch(&l, "errfile", (const char *[]){"--standalone", "--nproc-per-node", "2", "--log-dir", logs, w, NULL});
+    CHECK_EQ(hr_finish(&l, 20000), 1);
+    hr_slurp(l.err, buf, sizeof buf);
+    const char *p = strstr(buf, "error_file: ");
+    CHECK(p != NULL && strncmp(p + 12, logs, strlen(logs)) == 0);
+    CHECK(strstr(buf, "boom 1") != NULL);
+    CHECK(strstr(buf, "error files kept in ") != NULL);
+    if (p && sscanf(p + 12, "%4095s", path) == 1) {
+        char text[256];
+        CHECK(strstr(hr_slurp(path, text, sizeof text), "boom 1") != NULL);
+    }
+    hr_show(&l, before);
+    snprintf(logs, sizeof logs, "%s/clean", hr_out_dir);
+    hr_launch(&l, "errfile_clean", (const char *[]){"--standalone", "--log-dir", logs, "true", NULL});
+    CHECK_EQ(hr_finish(&l, 20000), 0);
+    CHECK(strstr(hr_slurp(l.err, buf, sizeof buf), "kept") == NULL);
+    CHECK_EQ(rmdir(logs), 0); /* empty: the run's own directory is gone */
+    hr_show(&l, before);
+}
+
+/* torchrun's -m and --no-python: a module runs as `python3 -m`, a .py file as it is; a program that
+ * cannot run, or -m with --no-python, ends the launcher before any round. */
+static void t_module_no_python(void *arg)
+{
+    (void)arg;
+    int before = h_failures();
+    struct hr_launcher l;
+    char buf[PATH_MAX + 64], pypath[PATH_MAX + 16];
+    hr_fresh_out("module");
+    snprintf(pypath, sizeof pypath, "%s/pkg", hr_out_dir);
+    mkdir(pypath, 0700);
+    snprintf(buf, sizeof buf, "%s/muster_test_mod.py", pypath);
+    FILE *f = fopen(buf, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("import os, sys\n"
+              "open(os.path.join(os.environ['OUT'], 'mod.' + os.environ['RANK']), 'w').write(' '.join(sys.argv[1:]))\n",
+              f);
+        fclose(f);
+    }
+    setenv("PYTHONPATH", pypath, 1);
+    hr_launch(&l, "module", (const char *[]){"--standalone", "--nproc-per-node", "2", "-m", "muster_test_mod", "a", "b",
+                                         NULL});
+    unsetenv("PYTHONPATH");
+    CHECK_EQ(hr_finish(&l, 20000), 0);
+    CHECK_STR(hr_out_file("mod.1", buf, sizeof buf), "a b");
+    hr_show(&l, before);
+    /* A shell script named .py: under python3 it would not parse. */
+    const char *sh = hr_script("shell.py", "echo \"$RANK\" > \"$OUT/nopy.$RANK\"\n");
+    hr_launch(&l, "nopython", (const char *[]){"--standalone", "--no_python", sh, NULL});
+    CHECK_EQ(hr_finish(&l, 20000), 0);
+    CHECK(hr_await_file("nopy.0", 0));
+    hr_show(&l, before);
+    /* Port 1: a round would fail to connect (exit 4); the checks come first. */
+    hr_launch(&l, "notfound", (const char *[]){"--url", "tcp://127.0.0.1:1", "muster-no-such-program", NULL});
+    CHECK_EQ(hr_finish(&l, 10000), 127);
+    CHECK(strstr(hr_slurp(l.err, buf, sizeof buf), "cannot run muster-no-such-program") != NULL);
+    CHECK(strstr(buf, "connect") == NULL);
+    hr_show(&l, before);
+    hr_launch(&l, "bothpy", (const char *[]){"--url", "tcp://127.0.0.1:1", "-m", "--no-python", "x", NULL});
+    CHECK_EQ(hr_finish(&l, 10000), 2);
+    CHECK(strstr(hr_slurp(l.err, buf, sizeof buf), "exclude each other") != NULL);
+    hr_show(&l, before);
+}
 
 int main(void)
 {
@@ -105,6 +182,8 @@ int main(void)
     hr_cli = getenv("MUSTER_TEST_CLI");
     if (!hr_cli || !*hr_cli)
         h_skip("MUSTER_TEST_CLI is not set");
+    H_RUN(t_module_no_python, NULL);
+    H_RUN(t_error_file_kept, NULL);
     H_RUN(t_relay_request_timeout, NULL);
     return h_finish();
 }
