@@ -4,8 +4,8 @@
  * --nproc-per-node workers with the environment of their rank, and watches
  * three things at once with poll(): the store connection (membership
  * events), a self-pipe fed by the signal handler (SIGCHLD, SIGINT, SIGTERM)
- * and, with --prefix-output, the workers' output pipes.  Its options are
- * parsed by run_opts.c.
+ * and the workers' output pipes (run_proc_through says which streams have
+ * one).  Its options are parsed by run_opts.c.
  *
  * Restart policy: a failed worker or a lost member (the generation broke)
  * stops the local workers (SIGTERM, SIGKILL after --grace), re-joins and

@@ -48,11 +48,12 @@ int run_opts_parse(int argc, char **argv, struct run_cfg *cfg);
 /* Print the usage text built from the options table. */
 void run_opts_usage(FILE *f);
 
-/* One local worker process and, with --prefix-output, its two output pipes. */
+/* One local worker process and the output pipes of its streams that go through the launcher. */
 struct run_worker {
     pid_t pid;           /* 0 once reaped (or never started) */
     int local_rank;
     int rank;            /* global rank, for the output prefix */
+    int prefix;          /* its lines are prefixed with "[rank]: " */
     int status;          /* exit code in shell convention (128+signal) once reaped */
     int sig;             /* the signal that ended it, 0 when it exited */
     int fd[2];           /* read ends for stdout, stderr; -1 when closed or unused */
@@ -66,6 +67,7 @@ struct run_workers {
     int n;
     int running;         /* started and not yet reaped */
     int prefix;          /* --prefix-output */
+    int through[2];      /* stdout, stderr go through the launcher in whole lines (run_proc_through) */
     int first_failure;   /* shell-convention status of the first worker that failed, 0 if none */
     int first_signal;    /* the signal that ended that worker, 0 when it exited */
 };
@@ -86,6 +88,9 @@ struct run_env {
 
 /* fork() whose child starts with default signal handlers and an empty mask (see run_proc.c). */
 pid_t run_proc_fork(void);
+/* Whether a worker stream goes through the launcher in whole lines, given --prefix-output and whether
+ * the launcher's own stream is a terminal. */
+int run_proc_through(int prefix, int tty);
 /* Start n workers of the assignment running argv; returns 0, or -1 when none could start. */
 int run_proc_start(struct run_workers *ws, int n, int prefix, const struct run_env *env, char *const *argv);
 /* Reap every worker that has exited; returns how many were reaped now. */
@@ -94,7 +99,7 @@ int run_proc_reap(struct run_workers *ws);
 void run_proc_signal(struct run_workers *ws, int sig);
 /* Add the open output pipes to pfd (room for 2*n entries); returns the count added. */
 int run_proc_pollfds(const struct run_workers *ws, struct pollfd *pfd);
-/* Copy whatever output is ready on the polled pipes, prefixed by rank. */
+/* Pass on whatever output is ready on the polled pipes, in whole lines (prefixed by rank when asked). */
 void run_proc_output(struct run_workers *ws, const struct pollfd *pfd, int npfd);
 /* Flush remaining output, close the pipes and free the worker set. */
 void run_proc_free(struct run_workers *ws);

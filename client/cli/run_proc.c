@@ -1,7 +1,7 @@
 /*
  * Worker processes of `muster run`: start them with the environment of their
- * rank, reap them, signal their process groups, and copy their output with a
- * "[rank]: " prefix when asked.
+ * rank, reap them, signal their process groups, and pass their output on in
+ * whole lines, with a "[rank]: " prefix when asked.
  *
  * Each worker runs in a process group of its own, so a stop reaches whatever
  * the worker started (a shell script's children included), and a terminal's
@@ -41,11 +41,25 @@ static void run_proc_write_all(int fd, const char *buf, size_t len)
     }
 }
 
-/* Emit one line of worker output to the launcher's stdout or stderr with the rank prefix. */
-static void run_proc_emit(const struct run_worker *w, int stream, const char *line, size_t len)
+/* Whether a worker's stream goes through the launcher (a pipe it reads) rather than straight to the
+ * launcher's own stream: always with --prefix-output, else unless that stream is a terminal.  Two
+ * workers writing to one stream tear each other's lines wherever a line takes more than one write
+ * (an unbuffered worker, PYTHONUNBUFFERED=1, writes a print's words and its newline apart; a
+ * block-buffered one writes at buffer boundaries); the launcher hands lines on whole.  A terminal is
+ * left to the workers: Python line-buffers a terminal (one write per line) but block-buffers a pipe,
+ * which would hold their output back, and progress bars and colours need one; --prefix-output
+ * gives whole lines there too. */
+int run_proc_through(int prefix, int tty)
+{
+    return prefix || !tty;
+}
+
+/* Pass one line of worker output on to the launcher's stdout or stderr, with the rank prefix when
+ * asked; nl: end it with a newline. */
+static void run_proc_emit(const struct run_worker *w, int stream, const char *line, size_t len, int nl)
 {
     char head[32];
-    int hl = snprintf(head, sizeof head, "[%d]: ", w->rank);
+    int hl = w->prefix ? snprintf(head, sizeof head, "[%d]: ", w->rank) : 0;
     char *out = malloc((size_t)hl + len + 1);
     if (!out)
         return;
@@ -53,24 +67,26 @@ static void run_proc_emit(const struct run_worker *w, int stream, const char *li
     memcpy(out + hl, line, len);
     out[(size_t)hl + len] = '\n';
     /* One write per line keeps lines of different workers from interleaving. */
-    run_proc_write_all(stream == 0 ? STDOUT_FILENO : STDERR_FILENO, out, (size_t)hl + len + 1);
+    run_proc_write_all(stream == 0 ? STDOUT_FILENO : STDERR_FILENO, out, (size_t)hl + len + (nl ? 1 : 0));
     free(out);
 }
 
-/* Emit every complete line held for a stream; with force, the partial tail too. */
+/* Emit every complete line held for a stream; with force, the partial tail too.  A tail (a line
+ * longer than RUN_LINE_MAX, or the last one without a newline) gets a newline only when prefixed,
+ * so the next prefix starts a line; unprefixed output is handed on byte for byte. */
 static void run_proc_flush_lines(struct run_worker *w, int s, int force)
 {
     char *b = w->buf[s];
     size_t start = 0;
     for (size_t i = 0; i < w->len[s]; i++) {
         if (b[i] == '\n') {
-            run_proc_emit(w, s, b + start, i - start);
+            run_proc_emit(w, s, b + start, i - start, 1);
             start = i + 1;
         }
     }
     size_t rest = w->len[s] - start;
     if (rest > 0 && (force || rest == RUN_LINE_MAX)) {
-        run_proc_emit(w, s, b + start, rest);
+        run_proc_emit(w, s, b + start, rest, w->prefix);
         start = w->len[s];
         rest = 0;
     }
@@ -182,10 +198,13 @@ static void run_proc_child(const struct run_env *env, int local_rank, int out, i
     _exit(127);
 }
 
-/* Open the two output pipes of a worker (read ends non-blocking, all close-on-exec). */
-static int run_proc_pipes(struct run_worker *w, int wr[2])
+/* Open the output pipes of a worker's streams that go through the launcher (read ends non-blocking,
+ * all close-on-exec). */
+static int run_proc_pipes(const struct run_workers *ws, struct run_worker *w, int wr[2])
 {
     for (int s = 0; s < 2; s++) {
+        if (!ws->through[s])
+            continue;
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
             return -1;
@@ -204,7 +223,8 @@ static int run_proc_spawn(struct run_workers *ws, struct run_worker *w, const st
                           char *const *argv)
 {
     int wr[2] = {-1, -1};
-    if (ws->prefix && run_proc_pipes(w, wr) < 0) {
+    w->prefix = ws->prefix;
+    if (run_proc_pipes(ws, w, wr) < 0) {
         fprintf(stderr, RUN_TAG "cannot create output pipes: %s\n", strerror(errno));
         return -1;
     }
@@ -236,6 +256,8 @@ int run_proc_start(struct run_workers *ws, int n, int prefix, const struct run_e
         return -1;
     ws->n = n;
     ws->prefix = prefix;
+    for (int s = 0; s < 2; s++)
+        ws->through[s] = run_proc_through(prefix, isatty(s == 0 ? STDOUT_FILENO : STDERR_FILENO));
     for (int i = 0; i < n; i++) {
         struct run_worker *w = &ws->w[i];
         w->local_rank = i;
@@ -309,7 +331,7 @@ int run_proc_pollfds(const struct run_workers *ws, struct pollfd *pfd)
     return k;
 }
 
-/* Copy whatever output is ready on the polled pipes, prefixed by rank. */
+/* Pass on whatever output is ready on the polled pipes, in whole lines (prefixed by rank when asked). */
 void run_proc_output(struct run_workers *ws, const struct pollfd *pfd, int npfd)
 {
     /* pfd lists the open pipes in worker order, as run_proc_pollfds filled it. */

@@ -15,6 +15,47 @@
 #include "../tcpstore/tswire.h"
 #include "hrun.h"
 
+/* Whether every line of text is "rankR wordI end" and there are n of them. */
+static int whole_lines(const char *text, int n)
+{
+    int lines = 0;
+    for (const char *p = text; *p; lines++) {
+        const char *nl = strchr(p, '\n');
+        int rank, word, used = -1;
+        if (!nl || sscanf(p, "rank%d word%d end%n", &rank, &word, &used) != 2 || p + used != nl) {
+            printf("  torn line: %.*s\n", nl ? (int)(nl - p) : 80, p);
+            return 0;
+        }
+        p = nl + 1;
+    }
+    return lines == n;
+}
+
+/* Without --prefix-output, workers that write a line in several writes (as an unbuffered Python
+ * does) still reach a non-terminal stdout and stderr in whole lines. */
+static void t_whole_lines(void *arg)
+{
+    (void)arg;
+    int before = h_failures();
+    struct hr_launcher l;
+    static char buf[1 << 20];
+    hr_fresh_out("lines");
+    const char *w = hr_script("words.sh", "i=0\nwhile [ $i -lt 400 ]; do\n"
+                                       "  printf 'rank%s' \"$RANK\"; printf ' word%s' $i; printf ' end\\n'\n"
+                                       "  printf 'rank%s' \"$RANK\" >&2; printf ' word%s' $i >&2; printf ' end\\n' >&2\n"
+                                       "  i=$((i + 1))\ndone\n");
+    hr_launch(&l, "lines", (const char *[]){"--standalone", "--nproc-per-node", "4", w, NULL});
+    CHECK_EQ(hr_finish(&l, 30000), 0);
+    CHECK(whole_lines(hr_slurp(l.out, buf, sizeof buf), 1600));
+    char *err = strstr(hr_slurp(l.err, buf, sizeof buf), "ranks 0-3 of 4\n"), *end = strstr(buf, "muster run: all");
+    CHECK(err != NULL && end != NULL);
+    if (err && end) {
+        *end = '\0';
+        CHECK(whole_lines(err + strlen("ranks 0-3 of 4\n"), 1600));
+    }
+    hr_show(&l, before);
+}
+
 /* A worker that publishes its relay's port and stays until the test says go (bounded). */
 static const char relay_worker[] =
     "echo \"$MASTER_PORT\" > \"$OUT/port.tmp\" && mv \"$OUT/port.tmp\" \"$OUT/port\"\n"
@@ -183,6 +224,7 @@ int main(void)
     if (!hr_cli || !*hr_cli)
         h_skip("MUSTER_TEST_CLI is not set");
     H_RUN(t_module_no_python, NULL);
+    H_RUN(t_whole_lines, NULL);
     H_RUN(t_error_file_kept, NULL);
     H_RUN(t_relay_request_timeout, NULL);
     return h_finish();
