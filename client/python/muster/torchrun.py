@@ -130,6 +130,11 @@ class _AgentStore(MusterStore):
         self._call(self._sliced, lambda t: self._client.wait(keys, timeout=t),
                    _as_timedelta(timeout) if timeout is not None else self._timeout)
 
+    def multi_get(self, keys):
+        """The values of keys, waiting for all (see _sliced; newer torch's barrier uses it)."""
+        keys = list(keys)
+        return self._call(self._sliced, lambda t: self._client.multi_get(keys, wait=True, timeout=t), self._timeout)
+
 
 class MusterRendezvousHandler(RendezvousHandler):
     """torchrun's RendezvousHandler over musterd's native rendezvous."""
