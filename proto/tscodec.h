@@ -1,10 +1,10 @@
 /*
  * The TCPStore wire codec, shared by musterd's TCPStore listener
  * (store-server/tcpstore/tcpstore*.c) and the relay of `muster run`
- * (client/cli/run_relay*.c): the two numberings, each op's request grammar,
+ * (client/launcher/run_relay*.c): the two numberings, each op's request grammar,
  * the incremental request decoder with its limits, and reply encoding.
  * Each side keeps its own dispatch, connections and counters; this file has
- * no dependency but libc, so the CLI links it without the daemon's libevent.
+ * no dependency but libc, so the launcher links it without the daemon's libevent.
  */
 #ifndef MUSTER_TSCODEC_H
 #define MUSTER_TSCODEC_H

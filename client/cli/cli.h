@@ -122,7 +122,7 @@ int cmd_sync_ping(struct cli *c, const struct cli_args *a);
 
 int cmd_status(struct cli *c, const struct cli_args *a);
 
-/* ------------------------------------------------------------------ run.c */
+/* -------------------------------------------------------------- cmd_run.c */
 
 int cmd_run(struct cli *c, const struct cli_args *a);
 

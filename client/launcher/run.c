@@ -23,7 +23,9 @@
 #include "run.h"
 
 #include "cli.h"
+#include "deadline.h"
 #include "keys.h"
+#include "launcher.h"
 #include "run_relay.h"
 
 #include <errno.h>
@@ -210,7 +212,7 @@ static void run_call_failed(struct run_ctx *c, const char *what, int rc)
 /* Send a heartbeat when one is due. */
 static void run_heartbeat(struct run_ctx *c)
 {
-    if (!c->member || c->conn_lost || cli_now_ms() < c->next_hb)
+    if (!c->member || c->conn_lost || deadline_now() < c->next_hb)
         return;
     uint32_t every = muster_rdzv_heartbeat_interval(c->m);
     int rc = muster_rdzv_heartbeat(c->m, c->a->generation, every);
@@ -220,7 +222,7 @@ static void run_heartbeat(struct run_ctx *c)
     } else if (rc != MUSTER_OK && rc != MUSTER_ESTALE) {
         run_call_failed(c, "heartbeat", rc);
     }
-    c->next_hb = cli_now_ms() + every;
+    c->next_hb = deadline_now() + every;
     run_events(c);
 }
 
@@ -272,7 +274,7 @@ static int run_wait_ms(const struct run_ctx *c, uint64_t cap)
 {
     if (!c->member || c->conn_lost)
         return (int)cap;
-    uint64_t now = cli_now_ms();
+    uint64_t now = deadline_now();
     uint64_t left = c->next_hb > now ? c->next_hb - now : 0;
     return (int)(left < cap ? left : cap);
 }
@@ -362,7 +364,7 @@ static int run_join(struct run_ctx *c, int first)
     }
     c->member = 1;
     c->lost = c->grow = 0;
-    c->next_hb = cli_now_ms() + muster_rdzv_heartbeat_interval(c->m);
+    c->next_hb = deadline_now() + muster_rdzv_heartbeat_interval(c->m);
     fprintf(stderr, RUN_TAG "generation %" PRIu64 ": node %s (%u of %u nodes), ranks %u-%u of %u\n",
             c->a->generation, c->a->node_id, c->a->node_rank, c->a->num_nodes, c->a->rank_start,
             c->a->rank_start + c->a->local_world_size - 1, c->a->world_size);
@@ -504,9 +506,9 @@ static void run_stop(struct run_ctx *c, int rfd, int sig)
 {
     int sigs_before = c->sig_count;
     run_proc_signal(&c->ws, sig);
-    uint64_t deadline = cli_now_ms() + c->cfg.grace_ms;
+    uint64_t deadline = deadline_now() + c->cfg.grace_ms;
     while (c->ws.running > 0 && c->sig_count == sigs_before) {
-        uint64_t now = cli_now_ms();
+        uint64_t now = deadline_now();
         if (now >= deadline)
             break;
         run_heartbeat(c);
@@ -516,8 +518,8 @@ static void run_stop(struct run_ctx *c, int rfd, int sig)
         return;
     fprintf(stderr, RUN_TAG "%d worker(s) still running; sending SIGKILL\n", c->ws.running);
     run_proc_signal(&c->ws, SIGKILL);
-    deadline = cli_now_ms() + RUN_KILL_WAIT_MS;
-    while (c->ws.running > 0 && cli_now_ms() < deadline)
+    deadline = deadline_now() + RUN_KILL_WAIT_MS;
+    while (c->ws.running > 0 && deadline_now() < deadline)
         run_pump(c, rfd, 100);
 }
 
@@ -707,10 +709,4 @@ int run_main(int argc, char **argv, const char *url)
     run_standalone_stop(&c.server);
     close(rfd);
     return status;
-}
-
-/* The `run` row of the verb table: its arguments are the launcher's own command line. */
-int cmd_run(struct cli *c, const struct cli_args *a)
-{
-    return run_main(a->raw_argc, a->raw_argv, c->url);
 }

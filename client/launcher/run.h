@@ -1,6 +1,6 @@
 /* Internal interface of the `muster run` launcher: the verb, its options, its worker set and its private store. */
-#ifndef MUSTER_CLI_RUN_H
-#define MUSTER_CLI_RUN_H
+#ifndef MUSTER_LAUNCHER_RUN_H
+#define MUSTER_LAUNCHER_RUN_H
 
 #include <poll.h>
 #include <stddef.h>
@@ -146,8 +146,5 @@ int run_standalone_start(struct run_server *s, uint32_t timeout_ms);
 int run_standalone_died(struct run_server *s);
 /* Stop the private musterd and remove its directory; safe to call twice. */
 void run_standalone_stop(struct run_server *s);
-
-/* Parse the launcher's command line and run the job; returns the process exit status. */
-int run_main(int argc, char **argv, const char *url);
 
 #endif

@@ -1,7 +1,7 @@
 /* Internal interface of the launcher's TCPStore relay: the relay (run_relay.c) and its ops (run_relay_ops.c); the
  * wire codec is proto/tscodec.h, shared with musterd's TCPStore listener. */
-#ifndef MUSTER_CLI_RUN_RELAY_H
-#define MUSTER_CLI_RUN_RELAY_H
+#ifndef MUSTER_LAUNCHER_RUN_RELAY_H
+#define MUSTER_LAUNCHER_RUN_RELAY_H
 
 #include <pthread.h>
 #include <stddef.h>

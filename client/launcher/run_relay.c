@@ -27,6 +27,7 @@
 #include "run_relay.h"
 
 #include "cli.h"
+#include "deadline.h"
 #include "keys.h"
 #include "run.h"
 
@@ -273,14 +274,14 @@ static void run_relay_decode(struct run_relay *r, struct run_relay_conn *c)
     if (src.p != c->in)
         memmove(c->in, src.p, src.n);
     c->inlen = src.n;
-    c->partial_ms = run_relay_partial_since(c, took, cli_now_ms());
+    c->partial_ms = run_relay_partial_since(c, took, deadline_now());
 }
 
 /* Close the connections whose request stayed incomplete for --relay-request-timeout (counted); returns
  * the milliseconds until the next such deadline, at most cap. */
 static int run_relay_expire(struct run_relay *r, int cap)
 {
-    uint64_t limit = r->cfg.request_timeout_ms, now = cli_now_ms();
+    uint64_t limit = r->cfg.request_timeout_ms, now = deadline_now();
     int wait = cap;
     for (size_t i = 0; limit && i < r->nconns; i++) {
         struct run_relay_conn *c = r->conns[i];
