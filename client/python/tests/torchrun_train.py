@@ -16,6 +16,9 @@ dist.all_reduce(t)
 store = MusterStore(timeout=datetime.timedelta(seconds=60))  # $MUSTER_URL, set by the rendezvous backend
 gen = os.environ["MUSTER_GENERATION"]
 store.client.barrier(f"workers/{gen}", world, timeout=60)  # every worker reached musterd too
-print(f"rank={rank} world={world} sum={t.item()} agent_store={os.environ.get('TORCHELASTIC_USE_AGENT_STORE')} "
-      f"muster_url={os.environ['MUSTER_URL']}", flush=True)
+# One write per line: the workers share torch's agent's stdout, and print() may split a line in two
+# writes under PYTHONUNBUFFERED, which lets another rank's line land in the middle.
+line = (f"rank={rank} world={world} sum={t.item()} agent_store={os.environ.get('TORCHELASTIC_USE_AGENT_STORE')} "
+        f"muster_url={os.environ['MUSTER_URL']}\n")
+os.write(1, line.encode())
 dist.destroy_process_group()
