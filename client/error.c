@@ -49,8 +49,8 @@ int error_break(muster_t *m, int code, const char *fmt, ...)
 /* Map a wire status to a muster_err (unknown statuses become MUSTER_EPROTO). */
 int error_from_status(int status)
 {
-    /* Wire statuses are exactly the public codes 0..14 (see the proto). */
-    if (status >= MUSTER_OK && status <= MUSTER_ENOTLEADER)
+    /* Wire statuses are exactly the public codes 0..15 (see the proto). */
+    if (status >= MUSTER_OK && status <= MUSTER_EEXCLUDED)
         return status;
     return MUSTER_EPROTO;
 }

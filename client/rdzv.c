@@ -1,4 +1,5 @@
 /* libmuster rendezvous calls: join (blocking, server-enforced deadline), heartbeat, leave. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,18 @@ static int rdzv_convert(muster_t *m, const Muster__Assignment *wa, muster_assign
         mm->node_rank = w->node_rank;
         mm->rank_start = w->rank_start;
         mm->local_world_size = w->local_world_size;
+        mm->old_node_rank = w->old_node_rank;
+    }
+    a->previous_generation = wa->previous_generation;
+    a->old_node_rank = wa->old_node_rank;
+    if (!bad && wa->n_excluded > 0 && !(a->excluded = calloc(wa->n_excluded, sizeof *a->excluded)))
+        bad = 1;
+    a->n_excluded = a->excluded ? wa->n_excluded : 0;
+    for (size_t i = 0; i < a->n_excluded && !bad; i++) {
+        const Muster__Excluded *w = wa->excluded[i];
+        bad = rdzv_copy_id(a->excluded[i].node_id, sizeof a->excluded[i].node_id, w->node_id);
+        a->excluded[i].old_node_rank = w->old_node_rank;
+        snprintf(a->excluded[i].cause, sizeof a->excluded[i].cause, "%s", w->cause ? w->cause : "");
     }
     /* The list comes only when the join asked for it (want_members). */
     if (bad || (a->n_members && a->num_nodes != a->n_members) || a->node_rank >= a->num_nodes) {
@@ -64,10 +77,9 @@ static void rdzv_remember(muster_t *m, const muster_assignment *a)
     memcpy(m->rdzv_node, a->node_id, sizeof m->rdzv_node);
 }
 
-/* Join the job's next round and wait (up to timeout_ms, server-enforced)
- * for its assignment; *out is caller-owned (muster_assignment_free). */
-int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
-                     uint32_t timeout_ms)
+/* Send a join (recover: the recovery round) and wait for its assignment; *out is caller-owned. */
+static int rdzv_join_as(muster_t *m, const muster_rdzv_opts *opts, int recover, muster_assignment **out,
+                        uint32_t timeout_ms)
 {
     if (!m || !opts || !out)
         return MUSTER_EINVAL;
@@ -83,6 +95,8 @@ int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignmen
     join.max_nodes = opts->max_nodes;
     join.last_call_ms = opts->last_call_ms;
     join.want_members = opts->want_members != 0;
+    join.standby = opts->standby != 0 && !recover;
+    join.recover = recover != 0;
     join.timeout_ms = call_timeout(m, timeout_ms);
     Muster__Request req = MUSTER__REQUEST__INIT;
     req.op_case = MUSTER__REQUEST__OP_RDZV_JOIN;
@@ -98,6 +112,39 @@ int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignmen
     wire_free(resp);
     if (rc == MUSTER_OK)
         rdzv_remember(m, *out);
+    return rc;
+}
+
+/* Join the job's next round and wait (up to timeout_ms, server-enforced)
+ * for its assignment; *out is caller-owned (muster_assignment_free). */
+int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
+                     uint32_t timeout_ms)
+{
+    return rdzv_join_as(m, opts, 0, out, timeout_ms);
+}
+
+/* Join the recovery round of this handle's broken generation and wait for the agreed next one. */
+int muster_rdzv_recover(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
+                        uint32_t timeout_ms)
+{
+    return rdzv_join_as(m, opts, 1, out, timeout_ms);
+}
+
+/* Report that member node_id of this handle's generation failed. */
+int muster_rdzv_report(muster_t *m, const char *node_id, const char *cause, uint32_t timeout_ms)
+{
+    if (!m || !node_id || !*node_id)
+        return MUSTER_EINVAL;
+    Muster__RdzvReportReq rep = MUSTER__RDZV_REPORT_REQ__INIT;
+    rep.node_id = (char *)node_id;
+    rep.cause = (char *)(cause ? cause : "");
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_RDZV_REPORT;
+    req.rdzv_report = &rep;
+    Muster__Response *resp;
+    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    if (rc == MUSTER_OK)
+        wire_free(resp);
     return rc;
 }
 
@@ -166,5 +213,6 @@ void muster_assignment_free(muster_assignment *a)
     if (!a)
         return;
     free(a->members);
+    free(a->excluded);
     free(a);
 }

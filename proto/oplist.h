@@ -51,6 +51,7 @@
     X(UNWATCH, unwatch, OPL_RESEND)                        \
     X(RDZV_JOIN, rdzv_join, OPL_MUTATES | OPL_MAY_BLOCK)   \
     X(RDZV_LEAVE, rdzv_leave, OPL_MUTATES)                 \
-    X(RDZV_HEARTBEAT, rdzv_heartbeat, 0)
+    X(RDZV_HEARTBEAT, rdzv_heartbeat, 0)                    \
+    X(RDZV_REPORT, rdzv_report, OPL_MUTATES)
 
 #endif

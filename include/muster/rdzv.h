@@ -26,6 +26,19 @@
  * in the same step, which is how members re-form.  Nodes are ranked in byte
  * order of node_id.
  *
+ * Recovery without restarting: when a generation breaks, its survivors
+ * may call muster_rdzv_recover() instead of joining again.  The daemon
+ * forms the next generation once every survivor has called it (or at its
+ * --recovery-timeout, excluding the absent), keeping the survivors' order
+ * from the broken generation (old ranks in old_node_rank), then newcomers,
+ * then standbys, and lists the excluded members with their causes; every
+ * node receives the same generation, order and excluded list.  A member
+ * that was excluded gets MUSTER_EEXCLUDED and may only join again as a
+ * newcomer.  A member that sees a peer fail before the daemon does says so
+ * with muster_rdzv_report().  A node that joins with opts.standby set waits
+ * as a spare: it never counts for min_nodes or max_nodes and is admitted,
+ * longest waiting first, when a round has room.
+ *
  * Keys: the daemon sets muster/rdzv/generation (the latest generation, in
  * decimal) when a round closes, and muster/rdzv/<generation>/broken (the
  * lost node's id) when a generation breaks, so processes that are not
@@ -45,7 +58,15 @@ typedef struct muster_member {
     uint32_t node_rank;
     uint32_t rank_start;
     uint32_t local_world_size;
+    uint32_t old_node_rank;     /* recovery: its rank in previous_generation; UINT32_MAX for a newcomer */
 } muster_member;
+
+/* A member of the previous generation that a recovery left out, and why. */
+typedef struct muster_excluded {
+    char node_id[128];
+    uint32_t old_node_rank;
+    char cause[192];            /* "closed its connection", "missed its heartbeats", "reported failed by ..." */
+} muster_excluded;
 
 /* What a round decided.  Free with muster_assignment_free(). */
 typedef struct muster_assignment {
@@ -58,6 +79,10 @@ typedef struct muster_assignment {
     uint32_t world_size;
     size_t n_members;           /* 0 unless the join set want_members */
     muster_member *members;     /* ordered by node_rank; NULL unless the join set want_members */
+    uint64_t previous_generation; /* recovery: the generation this one replaces; 0 otherwise */
+    uint32_t old_node_rank;     /* recovery: this node's rank in it; UINT32_MAX otherwise */
+    size_t n_excluded;          /* recovery: members of previous_generation left out */
+    muster_excluded *excluded;  /* NULL when none */
 } muster_assignment;
 
 typedef struct muster_rdzv_opts {
@@ -68,12 +93,22 @@ typedef struct muster_rdzv_opts {
     uint32_t last_call_ms;      /* wait after min is reached for more nodes (0: close at min) */
     int want_members;           /* nonzero: the assignment lists every member (O(nodes) bytes per
                                    joiner, O(nodes^2) per round); 0: only this node's own place */
+    int standby;                /* nonzero: wait as a standby (never counted for min/max) */
 } muster_rdzv_opts;
 
 /* Join the job's next round and wait (up to timeout_ms, server-enforced)
  * for its assignment; *out is caller-owned (muster_assignment_free). */
 MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
                                 uint32_t timeout_ms);
+/* Join the recovery round of the generation this handle was a member of (it broke) and wait for the
+ * agreed next generation; opts gives local_world_size and want_members (min/max are the generation's).
+ * MUSTER_EEXCLUDED: this node was left out (join again as a newcomer); MUSTER_ECONFLICT: the generation
+ * still runs; MUSTER_ETIMEDOUT: too few nodes to go on in place. */
+MUSTER_API int muster_rdzv_recover(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
+                                   uint32_t timeout_ms);
+/* Report that member node_id of this handle's generation failed (cause: free text, may be NULL): the
+ * generation breaks and that member is excluded.  MUSTER_ENOTFOUND: no such member. */
+MUSTER_API int muster_rdzv_report(muster_t *m, const char *node_id, const char *cause, uint32_t timeout_ms);
 /* Tell the server this member is alive; MUSTER_ESTALE when its generation broke,
  * MUSTER_ENOTMEMBER when this handle never joined (or left). */
 MUSTER_API int muster_rdzv_heartbeat(muster_t *m, uint64_t generation, uint32_t timeout_ms);

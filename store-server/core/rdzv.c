@@ -34,56 +34,14 @@
 
 #include "core.h"
 #include "keys.h"
+#include "rdzv_int.h"
 #include "status.h"
 #include "stats.h"
-
-struct rdzv;
-
-/* One owner's rendezvous state: a pending join and/or a membership. */
-struct rdzv_node {
-    struct rdzv_node *prev, *next; /* every node of the namespace */
-    struct rdzv_owner owner;
-    struct rdzv *rz;
-    char id[RDZV_ID_MAX + 1];
-    uint32_t lws;
-    int want_members;              /* its join asked for the member list */
-    int joining;                   /* in the open round */
-    uint64_t join_id;              /* the parked request */
-    struct core_timer *join_timer;
-    uint64_t generation;           /* of its latest membership; 0 = never a member */
-    uint32_t node_rank, rank_start;
-    struct core_timer *hb_timer;
-    UT_hash_handle hh_round;       /* in rz->round_ids while joining */
-};
-
-/* A growable array of node pointers. */
-struct rdzv_set {
-    struct rdzv_node **v;
-    size_t n, cap;
-};
-
-/* A namespace's rendezvous state. */
-struct rdzv {
-    struct ns *ns;
-    struct rdzv_node *nodes;   /* every node record */
-    struct rdzv_set round;     /* the open round's joiners */
-    struct rdzv_node *round_ids; /* the same joiners by id, so a join checks its id in O(1) */
-    uint32_t min, max, last_call_ms;
-    struct core_timer *last_call;
-    uint64_t generation;       /* the latest generation formed; 0 = none yet */
-    struct rdzv_set members;   /* that generation's members */
-    int running;               /* the latest generation is running (not broken) */
-    int completed;             /* every member of the latest generation left finished */
-    uint64_t failures;         /* generations broken */
-    uint32_t world;            /* world size of the latest generation */
-    struct rdzv_event ring[RDZV_RING]; /* the timeline, a ring */
-    size_t ring_next, ring_n;
-};
 
 /* ----------------------------------------------------------- helpers */
 
 /* Append a node to a set; 0, or -1 when memory ran out. */
-static int rdzv_set_add(struct rdzv_set *s, struct rdzv_node *n)
+int rdzv_set_add(struct rdzv_set *s, struct rdzv_node *n)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 8;
@@ -98,7 +56,7 @@ static int rdzv_set_add(struct rdzv_set *s, struct rdzv_node *n)
 }
 
 /* Remove a node from a set (order kept); a no-op when absent. */
-static void rdzv_set_del(struct rdzv_set *s, const struct rdzv_node *n)
+void rdzv_set_del(struct rdzv_set *s, const struct rdzv_node *n)
 {
     for (size_t i = 0; i < s->n; i++) {
         if (s->v[i] == n) {
@@ -110,13 +68,13 @@ static void rdzv_set_del(struct rdzv_set *s, const struct rdzv_node *n)
 }
 
 /* The core of a namespace's rendezvous state. */
-static struct core *rdzv_core(const struct rdzv *rz)
+struct core *rdzv_core(const struct rdzv *rz)
 {
     return rz->ns->core;
 }
 
 /* Arm a timer for ms milliseconds from now. */
-static void rdzv_arm(const struct rdzv *rz, struct core_timer *t, uint64_t ms)
+void rdzv_arm(const struct rdzv *rz, struct core_timer *t, uint64_t ms)
 {
     rdzv_core(rz)->hooks.timer_arm(t, ms);
 }
@@ -142,13 +100,13 @@ static void rdzv_publish(struct rdzv *rz, const char *key, const char *val)
 }
 
 /* Tell a node's owner of a membership event. */
-static void rdzv_push(struct rdzv_node *to, int kind, uint64_t gen, const char *node_id)
+void rdzv_push(struct rdzv_node *to, int kind, uint64_t gen, const char *node_id)
 {
     to->owner.ops->event(to->owner.arg, kind, gen, node_id);
 }
 
 /* Answer a node's join request id through its owner. */
-static void rdzv_reply(struct rdzv_node *n, uint64_t id, int status, const char *msg, const struct rdzv_assignment *a)
+void rdzv_reply(struct rdzv_node *n, uint64_t id, int status, const char *msg, const struct rdzv_assignment *a)
 {
     n->owner.ops->reply(n->owner.arg, id, status, msg, a);
 }
@@ -177,8 +135,6 @@ static struct rdzv *rdzv_of(struct ns *ns)
     return rz;
 }
 
-static void rdzv_round_check(struct rdzv *rz);
-
 /* Record one timeline event in the job's ring (what may be NULL). */
 static void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen, const char *what, size_t len)
 {
@@ -197,27 +153,63 @@ static void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen,
 
 /* ---------------------------------------------------------- breaking */
 
-/* Break the running generation because member lost (known as id) went away: tell every other member now. */
-static void rdzv_break(struct rdzv *rz, struct rdzv_node *lost, const char *id, const char *why)
+/* Record that a member of the latest generation was lost (id, its rank, why), for recovery answers. */
+static void rdzv_note_gone(struct rdzv *rz, const char *id, uint32_t rank, const char *why)
 {
-    if (!rdzv_live(lost))
-        return;
-    struct stats *st = rdzv_core(rz)->stats;
+    if (rz->gone_gen != rz->generation) {
+        rz->n_gone = 0;
+        rz->gone_gen = rz->generation;
+    }
+    if (rz->n_gone == rz->cap_gone) {
+        size_t cap = rz->cap_gone ? rz->cap_gone * 2 : 4;
+        struct rdzv_gone *v = realloc(rz->gone, cap * sizeof *v);
+        if (!v)
+            return; /* the answer then lists one excluded member fewer; membership is still right */
+        rz->gone = v;
+        rz->cap_gone = cap;
+    }
+    struct rdzv_gone *g = &rz->gone[rz->n_gone++];
+    snprintf(g->id, sizeof g->id, "%s", id);
+    snprintf(g->cause, sizeof g->cause, "%s", why);
+    g->old_rank = rank;
+}
+
+/* Break the running generation: not running, counted, its heartbeats stopped, the broken key set. */
+static void rdzv_break(struct rdzv *rz, const char *id, const char *why)
+{
     rz->running = 0;
     rz->failures++;
-    stats_inc(st, STAT_RDZV_FAILURES);
+    stats_inc(rdzv_core(rz)->stats, STAT_RDZV_FAILURES);
     rdzv_event(rz, RDZV_EV_FAILED, rz->generation, id, strlen(id));
     core_log(rdzv_core(rz), CORE_LOG_INFO, "ns '%s': generation %" PRIu64 " broken: node '%s' %s", rz->ns->name,
              rz->generation, id, why);
-    for (size_t i = 0; i < rz->members.n; i++) {
-        struct rdzv_node *m = rz->members.v[i];
-        rdzv_disarm(rz, m->hb_timer);
-        if (m != lost)
-            rdzv_push(m, RDZV_MEMBER_LOST, rz->generation, id);
-    }
+    for (size_t i = 0; i < rz->members.n; i++)
+        rdzv_disarm(rz, rz->members.v[i]->hb_timer);
     char key[64];
     keys_rdzv_broken(key, sizeof key, rz->generation);
     rdzv_publish(rz, key, id);
+}
+
+/* Member lost of the latest generation (known as id) is gone for why: break the generation if it runs,
+ * record the loss, tell the other members, and let a recovery round go on without it.  A member lost
+ * after the break (a second failure) is told to the others too, so survivors learn of every loss. */
+void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const char *why)
+{
+    if (lost->generation == 0 || lost->generation != rz->generation || lost->lost || rz->completed)
+        return;
+    lost->lost = 1;
+    int first = rz->running;
+    if (first)
+        rdzv_break(rz, id, why);
+    rdzv_note_gone(rz, id, lost->node_rank, why);
+    /* Later losses are told only while survivors recover: a member re-forming the old way has already
+     * left the generation behind. */
+    for (size_t i = 0; (first || rz->rec_open) && i < rz->members.n; i++) {
+        struct rdzv_node *m = rz->members.v[i];
+        if (m != lost && !m->lost)
+            rdzv_push(m, RDZV_MEMBER_LOST, rz->generation, id);
+    }
+    rdzv_recover_lost(rz);
     /* A round that waited for this generation to end may close now. */
     rdzv_round_check(rz);
 }
@@ -229,7 +221,7 @@ static void rdzv_hb_expired(void *arg)
     if (!rdzv_live(n))
         return;
     stats_inc(rdzv_core(n->rz)->stats, STAT_RDZV_HEARTBEAT_TIMEOUTS);
-    rdzv_break(n->rz, n, n->id, "missed its heartbeats");
+    rdzv_lose(n->rz, n, n->id, "missed its heartbeats");
 }
 
 /* ------------------------------------------------------------- round */
@@ -245,14 +237,22 @@ static void rdzv_release(struct rdzv_node *n)
     stats_dec(core->stats, STAT_RDZV_PARKED_JOINS);
 }
 
-/* Take a node out of the open round and release its parked request (no reply here). */
-static void rdzv_unpark(struct rdzv_node *n)
+/* The set a node's queue keeps its parked nodes in. */
+static struct rdzv_set *rdzv_queue_set(struct rdzv *rz, enum rdzv_queue q)
+{
+    return q == RDZV_Q_RECOVER ? &rz->rec : q == RDZV_Q_STANDBY ? &rz->standbys : &rz->round;
+}
+
+/* Take a node out of its queue and release its parked request (no reply here). */
+void rdzv_unpark(struct rdzv_node *n)
 {
     if (!n->joining)
         return;
     rdzv_release(n);
-    rdzv_set_del(&n->rz->round, n);
-    HASH_DELETE(hh_round, n->rz->round_ids, n);
+    rdzv_set_del(rdzv_queue_set(n->rz, n->queue), n);
+    if (n->queue == RDZV_Q_ROUND)
+        HASH_DELETE(hh_round, n->rz->round_ids, n);
+    n->queue = RDZV_Q_NONE;
 }
 
 /* Drop joiners whose owner is already going away (a closing connection): they cannot be members. */
@@ -270,22 +270,24 @@ static int rdzv_cmp(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
-/* Make the closed round's joiners the members of a new generation (ranks in id order). */
-static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *joiners)
+/* Make the nodes the members of a new generation in their order; the world size.  A node that was a
+ * member of prev keeps its old rank in old_rank (recovery); the others get RDZV_NO_RANK. */
+static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *nodes, uint64_t prev)
 {
     uint64_t world = 0;
     uint64_t hb = rdzv_core(rz)->lim.heartbeat_timeout;
-    qsort(joiners->v, joiners->n, sizeof *joiners->v, rdzv_cmp);
     rz->generation++;
     rz->running = 1;
     rz->completed = 0;
     /* Logged before anyone is told the number, so a restart never hands it out again. */
     core_emit(rdzv_core(rz), &(struct record){.kind = RECORD_GEN, .ns = rz->ns->name, .gen = rz->generation});
     free(rz->members.v);
-    rz->members = *joiners;
-    for (size_t i = 0; i < joiners->n; i++) {
-        struct rdzv_node *n = joiners->v[i];
+    rz->members = *nodes;
+    for (size_t i = 0; i < nodes->n; i++) {
+        struct rdzv_node *n = nodes->v[i];
+        n->old_rank = prev && n->generation == prev ? n->node_rank : RDZV_NO_RANK;
         n->generation = rz->generation;
+        n->lost = 0;
         n->node_rank = (uint32_t)i;
         n->rank_start = (uint32_t)world;
         world += n->lws;
@@ -295,17 +297,39 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *joiners)
     return world;
 }
 
-/* Answer each member of the new generation with its assignment (members share one list).
- * Only joins that asked (want_members) get the whole list: sent to all, a round of n
- * nodes would cost O(n^2) bytes, some GB at 16k nodes. */
-static void rdzv_answer(struct rdzv *rz, uint32_t world)
+/* The members of the latest generation as an assignment lists them (NULL when memory ran out). */
+static struct rdzv_member *rdzv_member_list(const struct rdzv *rz)
 {
     size_t n = rz->members.n;
     struct rdzv_member *mv = calloc(n ? n : 1, sizeof *mv);
     for (size_t i = 0; mv && i < n; i++) {
         const struct rdzv_node *m = rz->members.v[i];
-        mv[i] = (struct rdzv_member){m->id, m->node_rank, m->rank_start, m->lws};
+        mv[i] = (struct rdzv_member){m->id, m->node_rank, m->rank_start, m->lws, m->old_rank};
     }
+    return mv;
+}
+
+/* The excluded members a recovery of prev lists (NULL with *n 0 when none). */
+static struct rdzv_excluded *rdzv_excluded_list(const struct rdzv *rz, uint64_t prev, size_t *n)
+{
+    *n = 0;
+    if (!prev || rz->gone_gen != prev || rz->n_gone == 0)
+        return NULL;
+    struct rdzv_excluded *ev = calloc(rz->n_gone, sizeof *ev);
+    for (size_t i = 0; ev && i < rz->n_gone; i++)
+        ev[i] = (struct rdzv_excluded){rz->gone[i].id, rz->gone[i].old_rank, rz->gone[i].cause};
+    *n = ev ? rz->n_gone : 0;
+    return ev;
+}
+
+/* Answer each member of the new generation with its assignment (members share one list).
+ * Only joins that asked (want_members) get the whole list: sent to all, a round of n
+ * nodes would cost O(n^2) bytes, some GB at 16k nodes.  A recovery's excluded list goes to all. */
+static void rdzv_answer(struct rdzv *rz, uint32_t world, uint64_t prev)
+{
+    size_t n = rz->members.n, nx = 0;
+    struct rdzv_member *mv = rdzv_member_list(rz);
+    struct rdzv_excluded *xv = rdzv_excluded_list(rz, prev, &nx);
     for (size_t i = 0; i < n; i++) {
         struct rdzv_node *m = rz->members.v[i];
         if (!mv) {
@@ -322,13 +346,69 @@ static void rdzv_answer(struct rdzv *rz, uint32_t world)
             .node_id = m->id,
             .n_members = m->want_members ? n : 0,
             .members = m->want_members ? mv : NULL,
+            .previous_generation = prev,
+            .old_node_rank = m->old_rank,
+            .n_excluded = nx,
+            .excluded = xv,
         };
         rdzv_reply(m, m->join_id, CORE_OK, NULL, &a);
     }
     free(mv);
+    free(xv);
 }
 
-/* Close the open round: form the next generation from its joiners and answer them all. */
+/* Form the next generation from the nodes in order (sorted by id first unless keep_order) and answer
+ * them all; prev is the generation a recovery round replaces (0 otherwise). */
+void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t prev)
+{
+    for (size_t i = 0; i < nodes->n; i++)
+        rdzv_unpark(nodes->v[i]);
+    if (!keep_order)
+        qsort(nodes->v, nodes->n, sizeof *nodes->v, rdzv_cmp);
+    /* Joins checked local_world_size * max_nodes <= UINT32_MAX, so the sum fits. */
+    uint32_t world = (uint32_t)rdzv_adopt(rz, nodes, prev);
+    stats_inc(rdzv_core(rz)->stats, STAT_RDZV_GENERATIONS);
+    core_log(rdzv_core(rz), CORE_LOG_INFO,
+             "ns '%s': generation %" PRIu64 " formed: %zu nodes, world size %" PRIu32 "%s", rz->ns->name,
+             rz->generation, rz->members.n, world, prev ? " (recovery)" : "");
+    rz->world = world;
+    rdzv_event(rz, RDZV_EV_ASSIGNED, rz->generation, NULL, 0);
+    rdzv_answer(rz, world, prev);
+    char gen[24];
+    snprintf(gen, sizeof gen, "%" PRIu64, rz->generation);
+    rdzv_publish(rz, KEYS_RDZV_GENERATION, gen);
+}
+
+/* Take up to want standbys, longest waiting first, out of their queue into to; how many. */
+size_t rdzv_take_standbys(struct rdzv *rz, struct rdzv_set *to, size_t want)
+{
+    size_t k = 0;
+    while (k < want && rz->standbys.n > 0) {
+        struct rdzv_node *n = rz->standbys.v[0];
+        if (rdzv_set_add(to, n) != 0)
+            break;
+        /* Out of the queue but still parked: rdzv_form releases and answers it with the others. */
+        rdzv_set_del(&rz->standbys, n);
+        n->queue = RDZV_Q_NONE;
+        k++;
+    }
+    stats_add(rdzv_core(rz)->stats, STAT_RDZV_STANDBYS_ADMITTED, k);
+    return k;
+}
+
+/* Order the open round's joiners for admission: members of the latest generation first (the last call
+ * prefers them over newcomers), then by arrival. */
+static int rdzv_cmp_admit(const void *a, const void *b)
+{
+    const struct rdzv_node *x = *(struct rdzv_node *const *)a, *y = *(struct rdzv_node *const *)b;
+    int xm = x->generation && x->generation == x->rz->generation, ym = y->generation && y->generation == y->rz->generation;
+    if (xm != ym)
+        return ym - xm;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Close the open round: its first max_nodes joiners (members of the generation before first) form the
+ * next generation, standbys fill it up to max_nodes, and joiners beyond max_nodes become standbys. */
 static void rdzv_round_close(struct rdzv *rz)
 {
     struct rdzv_set joiners = rz->round;
@@ -337,18 +417,22 @@ static void rdzv_round_close(struct rdzv *rz)
     if (rz->last_call)
         rdzv_disarm(rz, rz->last_call);
     for (size_t i = 0; i < joiners.n; i++)
-        rdzv_release(joiners.v[i]);
-    /* Joins checked local_world_size * max_nodes <= UINT32_MAX, so the sum fits. */
-    uint32_t world = (uint32_t)rdzv_adopt(rz, &joiners);
-    stats_inc(rdzv_core(rz)->stats, STAT_RDZV_GENERATIONS);
-    core_log(rdzv_core(rz), CORE_LOG_INFO, "ns '%s': generation %" PRIu64 " formed: %zu nodes, world size %" PRIu32,
-             rz->ns->name, rz->generation, rz->members.n, world);
-    rz->world = world;
-    rdzv_event(rz, RDZV_EV_ASSIGNED, rz->generation, NULL, 0);
-    rdzv_answer(rz, world);
-    char gen[24];
-    snprintf(gen, sizeof gen, "%" PRIu64, rz->generation);
-    rdzv_publish(rz, KEYS_RDZV_GENERATION, gen);
+        joiners.v[i]->queue = RDZV_Q_NONE; /* out of the round already; still parked until formed */
+    uint32_t max = rz->max, min = rz->min, last_call = rz->last_call_ms;
+    if (joiners.n > max) {
+        qsort(joiners.v, joiners.n, sizeof *joiners.v, rdzv_cmp_admit);
+        for (size_t i = max; i < joiners.n; i++) { /* over-subscribed: the rest wait as standbys */
+            struct rdzv_node *n = joiners.v[i];
+            if (rdzv_set_add(&rz->standbys, n) == 0)
+                n->queue = RDZV_Q_STANDBY;
+        }
+        joiners.n = max;
+    }
+    rdzv_take_standbys(rz, &joiners, max - joiners.n);
+    rdzv_form(rz, &joiners, 0, 0);
+    rz->gen_min = min;
+    rz->gen_max = max;
+    rz->gen_last_call = last_call;
 }
 
 /* The last call ended: close the round if it still has its minimum. */
@@ -356,13 +440,16 @@ static void rdzv_last_call_cb(void *arg)
 {
     struct rdzv *rz = arg;
     rdzv_round_purge(rz);
-    if (!rz->running && rz->round.n >= rz->min && rz->round.n > 0)
+    if (!rz->running && !rz->rec_open && rz->round.n >= rz->min && rz->round.n > 0)
         rdzv_round_close(rz);
 }
 
 /* Decide what the open round does now: close, start or keep its last call, or wait. */
-static void rdzv_round_check(struct rdzv *rz)
+void rdzv_round_check(struct rdzv *rz)
 {
+    /* While survivors recover, the open round's joiners are the recovery's newcomers. */
+    if (rz->rec_open)
+        return;
     /* The purge walks the whole round, so it runs only when the round may close now: once per
      * round, not once per join (which made a storm of n joins cost O(n^2)).  Dead joiners left
      * in the count can at worst start the last call early; its callback purges and re-checks. */
@@ -505,69 +592,108 @@ static int rdzv_join_fits(const struct rdzv *rz, const struct rdzv_join_req *j, 
     return CORE_OK;
 }
 
-/* Put node n into the open round with its request id and deadline; a core status with msg filled. */
-static int rdzv_park(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_t id, char *msg, size_t len)
+/* Put node n into queue q with its request id and deadline; a core status with msg filled. */
+int rdzv_park(struct rdzv_node *n, enum rdzv_queue q, const struct rdzv_join_req *j, uint64_t id, char *msg,
+              size_t len)
 {
     struct rdzv *rz = n->rz;
     struct core *core = rdzv_core(rz);
+    struct rdzv_set *set = rdzv_queue_set(rz, q);
     int st = core_waiter_take(core, &rz->ns->nwaiters, n->owner.share);
     if (st != CORE_OK) {
         snprintf(msg, len, "%s", core_waiter_why(core, &rz->ns->nwaiters, n->owner.share));
         return st;
     }
-    if (rdzv_set_add(&rz->round, n) != 0 || n->owner.ops->park(n->owner.arg, id, n) != 0) {
-        rdzv_set_del(&rz->round, n);
+    if (rdzv_set_add(set, n) != 0 || n->owner.ops->park(n->owner.arg, id, n) != 0) {
+        rdzv_set_del(set, n);
         core_waiter_put(core, &rz->ns->nwaiters, n->owner.share);
         snprintf(msg, len, "out of memory");
         return CORE_INTERNAL;
     }
     stats_inc(core->stats, STAT_RDZV_PARKED_JOINS);
-    if (rz->round.n == 1) {
+    if (q == RDZV_Q_ROUND && rz->round.n == 1) {
         rz->min = j->min_nodes;
         rz->max = j->max_nodes;
         rz->last_call_ms = j->last_call_ms;
         stats_inc(core->stats, STAT_RDZV_ROUNDS);
     }
     n->joining = 1;
+    n->queue = q;
+    n->seq = ++rz->seq;
     n->join_id = id;
     n->lws = j->local_world_size;
     n->want_members = j->want_members;
-    if (*j->node_id)
-        snprintf(n->id, sizeof n->id, "%s", j->node_id);
-    else
-        rdzv_auto_id(rz, n);
-    HASH_ADD_KEYPTR(hh_round, rz->round_ids, n->id, strlen(n->id), n);
+    if (q != RDZV_Q_RECOVER) { /* a survivor keeps its id */
+        if (*j->node_id)
+            snprintf(n->id, sizeof n->id, "%s", j->node_id);
+        else
+            rdzv_auto_id(rz, n);
+    }
+    if (q == RDZV_Q_ROUND)
+        HASH_ADD_KEYPTR(hh_round, rz->round_ids, n->id, strlen(n->id), n);
     rdzv_arm(rz, n->join_timer, core_timeout(core, j->timeout_ms));
     rdzv_event(rz, RDZV_EV_JOINED, rz->generation + 1, n->id, strlen(n->id));
     return CORE_OK;
+}
+
+/* The node record of owner for a join j, checked; NULL with the status in *st and msg filled. */
+static struct rdzv_node *rdzv_joiner(struct ns *ns, const struct rdzv_owner *owner, const struct rdzv_join_req *j,
+                                     int *st, char *msg, size_t len)
+{
+    struct rdzv_node *n = NULL;
+    if ((*st = rdzv_join_check(j, msg, len)) != CORE_OK)
+        return NULL;
+    if (j->recover && j->standby)
+        snprintf(msg, len, "a join is either a recovery or a standby, not both"), *st = CORE_BAD_REQUEST;
+    else if (!(n = rdzv_node_of(ns, owner)))
+        snprintf(msg, len, "out of memory"), *st = CORE_INTERNAL;
+    else if (n->joining)
+        snprintf(msg, len, "a join is already pending on this connection"), *st = CORE_BAD_REQUEST;
+    else if (!j->recover)
+        *st = rdzv_join_fits(n->rz, j, msg, len);
+    return *st == CORE_OK ? n : NULL;
+}
+
+/* Park a standby: it waits for a round that has room (rdzv_take_standbys); a recovery may admit it. */
+static int rdzv_standby_join(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_t id, char *msg, size_t len)
+{
+    if (*j->node_id && rdzv_id_taken(n->rz, NULL, j->node_id)) {
+        snprintf(msg, len, "node_id '%s' has already joined this round", j->node_id);
+        return CORE_CONFLICT;
+    }
+    int st = rdzv_park(n, RDZV_Q_STANDBY, j, id, msg, len);
+    if (st == CORE_OK)
+        rdzv_recover_check(n->rz);
+    return st;
 }
 
 /* Join ns's next round for owner; the answer comes through reply.  Not OK (msg filled): nothing parked. */
 int rdzv_join(struct ns *ns, const struct rdzv_owner *owner, const struct rdzv_join_req *j, uint64_t id,
               char *msg, size_t len)
 {
-    int st = rdzv_join_check(j, msg, len);
-    struct rdzv_node *n = st == CORE_OK ? rdzv_node_of(ns, owner) : NULL;
-    if (st == CORE_OK && !n)
-        snprintf(msg, len, "out of memory"), st = CORE_INTERNAL;
-    if (n && n->joining)
-        snprintf(msg, len, "a join is already pending on this connection"), st = CORE_BAD_REQUEST;
-    if (st == CORE_OK)
-        st = rdzv_join_fits(n->rz, j, msg, len);
-    if (st != CORE_OK)
+    int st;
+    struct rdzv_node *n = rdzv_joiner(ns, owner, j, &st, msg, len);
+    if (!n)
         return st;
+    if (j->recover)
+        return rdzv_recover_join(n, j, id, msg, len);
+    if (j->standby)
+        return rdzv_standby_join(n, j, id, msg, len);
     struct rdzv *rz = n->rz;
     char old_id[RDZV_ID_MAX + 1];
     memcpy(old_id, n->id, sizeof old_id);
-    if ((st = rdzv_park(n, j, id, msg, len)) != CORE_OK)
+    if ((st = rdzv_park(n, RDZV_Q_ROUND, j, id, msg, len)) != CORE_OK)
         return st;
     /* A member joining again wants a new world: its generation ends, and as the node is already
      * in the round, a round closing on that break includes it. */
     if (rdzv_live(n))
-        rdzv_break(rz, n, old_id, "joined again");
+        rdzv_lose(rz, n, old_id, "joined again");
     else if (rz->running)
         for (size_t i = 0; i < rz->members.n; i++)
             rdzv_push(rz->members.v[i], RDZV_NODE_WAITING, rz->generation, n->id);
+    else if (n->generation == rz->generation)
+        rdzv_lose(rz, n, old_id, "joined again as a newcomer");
+    rdzv_recover_check(rz);
     rdzv_round_check(rz);
     return CORE_OK;
 }
@@ -602,9 +728,40 @@ void rdzv_leave(struct rdzv_node *n, int finished)
         rdzv_node_free(n); /* out of the members, and its heartbeats are no longer due */
         rdzv_complete_check(rz);
     } else {
-        rdzv_break(rz, n, n->id, "left");
+        rdzv_lose(rz, n, n->id, "left");
         rdzv_node_free(n);
     }
+}
+
+/* Member n says member node_id of its generation failed (cause: free text): that member is lost, as if
+ * its connection closed.  OK (*gen: the generation), or NOT_MEMBER / NOT_FOUND with msg filled. */
+int rdzv_report(struct rdzv_node *n, const char *node_id, const char *cause, uint64_t *gen, char *msg, size_t len)
+{
+    struct rdzv *rz = n->rz;
+    struct stats *st = rdzv_core(rz)->stats;
+    if (!n->generation || n->generation != rz->generation || n->lost || rz->completed) {
+        stats_inc(st, STAT_RDZV_BAD_REPORTS);
+        snprintf(msg, len, "this connection is not a member of the latest generation");
+        return CORE_NOT_MEMBER;
+    }
+    struct rdzv_node *peer = NULL;
+    for (size_t i = 0; i < rz->members.n && !peer; i++)
+        if (strcmp(rz->members.v[i]->id, node_id) == 0)
+            peer = rz->members.v[i];
+    *gen = rz->generation;
+    if (!peer) {
+        stats_inc(st, STAT_RDZV_BAD_REPORTS);
+        snprintf(msg, len, "node '%s' is not a member of generation %" PRIu64, node_id, rz->generation);
+        return CORE_NOT_FOUND;
+    }
+    if (peer->lost) /* another survivor reported it first, or the server saw it go: nothing more to do */
+        return CORE_OK;
+    char why[RDZV_CAUSE_MAX + 1];
+    snprintf(why, sizeof why, "reported failed by '%.40s'%s%.128s", n->id, cause && *cause ? ": " : "",
+             cause ? cause : "");
+    stats_inc(st, STAT_RDZV_REPORTS);
+    rdzv_lose(rz, peer, peer->id, why);
+    return CORE_OK;
 }
 
 /* Keep n's membership of generation gen alive; OK, or NOT_MEMBER / STALE_GENERATION with msg filled. */
@@ -632,7 +789,7 @@ void rdzv_node_gone(struct rdzv_node *n)
     /* The parked join was normally cancelled already, through the owner's cancel. */
     if (n->joining)
         rdzv_join_cancel(n);
-    rdzv_break(n->rz, n, n->id, "closed its connection");
+    rdzv_lose(n->rz, n, n->id, "closed its connection");
     rdzv_node_free(n);
 }
 
@@ -642,11 +799,14 @@ void rdzv_shutdown(struct ns *ns)
     struct rdzv *rz = ns->rdzv;
     if (!rz)
         return;
-    while (rz->round.n > 0) {
-        struct rdzv_node *n = rz->round.v[rz->round.n - 1];
-        uint64_t id = n->join_id;
-        rdzv_unpark(n);
-        rdzv_reply(n, id, CORE_SHUTTING_DOWN, "server is shutting down", NULL);
+    struct rdzv_set *queues[] = {&rz->round, &rz->rec, &rz->standbys};
+    for (size_t q = 0; q < sizeof queues / sizeof queues[0]; q++) {
+        while (queues[q]->n > 0) {
+            struct rdzv_node *n = queues[q]->v[queues[q]->n - 1];
+            uint64_t id = n->join_id;
+            rdzv_unpark(n);
+            rdzv_reply(n, id, CORE_SHUTTING_DOWN, "server is shutting down", NULL);
+        }
     }
 }
 
@@ -665,8 +825,12 @@ void rdzv_ns_destroy(struct ns *ns)
     }
     if (rz->last_call)
         rdzv_core(rz)->hooks.timer_free(rz->last_call);
+    rdzv_recover_destroy(rz);
     free(rz->round.v);
     free(rz->members.v);
+    free(rz->rec.v);
+    free(rz->standbys.v);
+    free(rz->gone);
     free(rz);
     ns->rdzv = NULL;
 }

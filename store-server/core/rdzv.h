@@ -64,10 +64,18 @@ uint64_t rdzv_generation(const struct ns *ns);
 /* Membership event kinds, the numbers of MembershipEvent.Kind on the wire (op_rdzv.c checks). */
 enum rdzv_member_event { RDZV_MEMBER_LOST = 0, RDZV_NODE_WAITING = 1 };
 
-/* One member as an assignment lists it. */
+/* One member as an assignment lists it (old_node_rank: its rank in the generation a recovery replaced,
+ * or UINT32_MAX). */
 struct rdzv_member {
     const char *node_id;
-    uint32_t node_rank, rank_start, local_world_size;
+    uint32_t node_rank, rank_start, local_world_size, old_node_rank;
+};
+
+/* A member of the generation a recovery replaced that the new one left out, and why. */
+struct rdzv_excluded {
+    const char *node_id;
+    uint32_t old_node_rank;
+    const char *cause;
 };
 
 /* A join's answer: the node's place in the new generation (members only when the join asked). */
@@ -77,6 +85,10 @@ struct rdzv_assignment {
     const char *node_id;
     size_t n_members;
     const struct rdzv_member *members;
+    uint64_t previous_generation; /* recovery: the generation replaced; 0 otherwise */
+    uint32_t old_node_rank;       /* recovery: this node's rank in it; UINT32_MAX otherwise */
+    size_t n_excluded;            /* recovery: its members left out */
+    const struct rdzv_excluded *excluded;
 };
 
 /* What a join asks for (the wire's RdzvJoinReq; rdzv_join clamps timeout_ms with core_timeout). */
@@ -84,6 +96,8 @@ struct rdzv_join_req {
     const char *node_id; /* "" for one the core makes up */
     uint32_t local_world_size, min_nodes, max_nodes, last_call_ms, timeout_ms;
     int want_members;
+    int recover; /* join the latest generation's recovery round (this node was a member) */
+    int standby; /* wait as a standby */
 };
 
 /* How the core talks to whoever owns a node (a connection of the native protocol). */
@@ -114,6 +128,10 @@ struct rdzv_owner {
  * reply, maybe before this returns.  Not OK (msg filled): nothing was parked, the caller answers. */
 int rdzv_join(struct ns *ns, const struct rdzv_owner *owner, const struct rdzv_join_req *j, uint64_t id,
               char *msg, size_t len);
+/* Member n (not NULL) says member node_id of its generation failed (cause: free text): that member is
+ * lost, as if its connection closed.  OK (*gen: the generation), or NOT_MEMBER / NOT_FOUND with msg
+ * filled (counted). */
+int rdzv_report(struct rdzv_node *n, const char *node_id, const char *cause, uint64_t *gen, char *msg, size_t len);
 /* End node n's membership (a parked join is answered NOT_MEMBER first); n is freed. */
 void rdzv_leave(struct rdzv_node *n, int finished);
 /* Keep n's membership of generation gen alive; OK, or NOT_MEMBER / STALE_GENERATION with msg filled. */

@@ -69,6 +69,13 @@
     X(RDZV_FAILURES, "rdzv_failures")                     \
     X(RDZV_HEARTBEAT_TIMEOUTS, "rdzv_heartbeat_timeouts") \
     X(RDZV_PARKED_JOINS, "rdzv_parked_joins")             \
+    X(RDZV_RECOVERIES, "rdzv_recoveries")                 \
+    X(RDZV_RECOVERY_FAILED, "rdzv_recovery_failed")       \
+    X(RDZV_EXCLUDED, "rdzv_excluded")                     \
+    X(RDZV_BAD_RECOVER, "rdzv_bad_recover_joins")         \
+    X(RDZV_REPORTS, "rdzv_reports")                       \
+    X(RDZV_BAD_REPORTS, "rdzv_bad_reports")               \
+    X(RDZV_STANDBYS_ADMITTED, "rdzv_standbys_admitted")   \
     X(TS_ACCEPTED, "tcpstore_connections_accepted")       \
     X(TS_CURRENT, "tcpstore_connections_current")         \
     X(TS_VALIDATE_ERA, "tcpstore_validate_era")           \

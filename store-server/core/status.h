@@ -17,6 +17,7 @@ enum core_status {
     CORE_NOT_MEMBER = 11,
     CORE_CONFLICT = 12,
     CORE_INTERNAL = 13,
+    CORE_EXCLUDED = 15,
 };
 
 #endif

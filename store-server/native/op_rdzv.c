@@ -54,7 +54,26 @@ static void op_rdzv_assignment(struct conn *c, uint64_t id, const struct rdzv_as
         mv[i].node_rank = as->members[i].node_rank;
         mv[i].rank_start = as->members[i].rank_start;
         mv[i].local_world_size = as->members[i].local_world_size;
+        mv[i].old_node_rank = as->members[i].old_node_rank;
         mp[i] = &mv[i];
+    }
+    size_t nx = as->n_excluded;
+    Muster__Excluded *xv = calloc(nx ? nx : 1, sizeof *xv);
+    Muster__Excluded **xp = calloc(nx ? nx : 1, sizeof *xp);
+    if (!xv || !xp) {
+        free(mv);
+        free(mp);
+        free(xv);
+        free(xp);
+        conn_reply(c, id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);
+        return;
+    }
+    for (size_t i = 0; i < nx; i++) {
+        muster__excluded__init(&xv[i]);
+        xv[i].node_id = (char *)as->excluded[i].node_id;
+        xv[i].old_node_rank = as->excluded[i].old_node_rank;
+        xv[i].cause = (char *)as->excluded[i].cause;
+        xp[i] = &xv[i];
     }
     Muster__Assignment a = MUSTER__ASSIGNMENT__INIT;
     a.generation = as->generation;
@@ -66,11 +85,17 @@ static void op_rdzv_assignment(struct conn *c, uint64_t id, const struct rdzv_as
     a.n_members = n;
     a.members = n ? mp : NULL;
     a.node_id = (char *)as->node_id;
+    a.previous_generation = as->previous_generation;
+    a.old_node_rank = as->old_node_rank;
+    a.n_excluded = nx;
+    a.excluded = nx ? xp : NULL;
     Muster__RdzvJoinRes r = MUSTER__RDZV_JOIN_RES__INIT;
     r.assignment = &a;
     conn_reply(c, id, MUSTER__STATUS__OK, NULL, &r.base);
     free(mv);
     free(mp);
+    free(xv);
+    free(xp);
 }
 
 /* Answer join id: its assignment, or an error. */
@@ -114,8 +139,15 @@ void op_rdzv_join(struct conn *c, Muster__Request *req)
 {
     const Muster__RdzvJoinReq *q = req->rdzv_join;
     struct rdzv_owner owner = {&op_rdzv_ops, c, &c->rdzv, c->life.id, &c->share};
-    struct rdzv_join_req j = {q->node_id, q->local_world_size, q->min_nodes, q->max_nodes, q->last_call_ms,
-                              q->timeout_ms, q->want_members};
+    struct rdzv_join_req j = {.node_id = q->node_id,
+                              .local_world_size = q->local_world_size,
+                              .min_nodes = q->min_nodes,
+                              .max_nodes = q->max_nodes,
+                              .last_call_ms = q->last_call_ms,
+                              .timeout_ms = q->timeout_ms,
+                              .want_members = q->want_members,
+                              .recover = q->recover,
+                              .standby = q->standby};
     char msg[256];
     int st = rdzv_join(c->ns, &owner, &j, req->id, msg, sizeof msg);
     if (st != MUSTER__STATUS__OK)
@@ -145,6 +177,27 @@ void op_rdzv_heartbeat(struct conn *c, Muster__Request *req)
         return;
     }
     Muster__RdzvHeartbeatRes r = MUSTER__RDZV_HEARTBEAT_RES__INIT;
+    r.generation = gen;
+    conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
+}
+
+/* rdzv_report: this member says another member of its generation failed (an op table row). */
+void op_rdzv_report(struct conn *c, Muster__Request *req)
+{
+    const Muster__RdzvReportReq *q = req->rdzv_report;
+    char msg[256];
+    uint64_t gen = 0;
+    if (!c->rdzv) {
+        stats_inc(&c->srv->stats, STAT_RDZV_BAD_REPORTS);
+        conn_reply(c, req->id, MUSTER__STATUS__NOT_MEMBER, "this connection never joined", NULL);
+        return;
+    }
+    int st = rdzv_report(c->rdzv, q->node_id, q->cause, &gen, msg, sizeof msg);
+    if (st != MUSTER__STATUS__OK) {
+        conn_reply(c, req->id, st, msg, NULL);
+        return;
+    }
+    Muster__RdzvReportRes r = MUSTER__RDZV_REPORT_RES__INIT;
     r.generation = gen;
     conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
 }

@@ -37,6 +37,7 @@ OPS_SAME_STATUS(STALE_GENERATION);
 OPS_SAME_STATUS(NOT_MEMBER);
 OPS_SAME_STATUS(CONFLICT);
 OPS_SAME_STATUS(INTERNAL);
+OPS_SAME_STATUS(EXCLUDED);
 
 #define F_KEY(T, f) {OPC_KEY, offsetof(T, f), 0, #f}
 #define F_PREFIX(T, f) {OPC_PREFIX, offsetof(T, f), 0, #f}
@@ -72,6 +73,7 @@ static const struct op_row ops_rows[OPS_SLOTS] = {
     OP(RDZV_JOIN, op_rdzv_join, F_PREFIX(Muster__RdzvJoinReq, node_id)),
     OP(RDZV_LEAVE, op_rdzv_leave, NO_FIELDS),
     OP(RDZV_HEARTBEAT, op_rdzv_heartbeat, NO_FIELDS),
+    OP(RDZV_REPORT, op_rdzv_report, F_PREFIX(Muster__RdzvReportReq, node_id)),
 };
 
 _Static_assert(OPS_SLOTS <= STATS_OP_SLOTS, "per-op counters need a slot per op case");

@@ -34,6 +34,7 @@ struct options {
     uint64_t max_waiters_per_ns;
     uint64_t max_waiters_per_conn;
     uint64_t max_waiters_per_source;
+    uint64_t recovery_timeout;
     uint64_t max_watches;
     uint64_t max_watches_per_conn;
     uint64_t max_output;

@@ -95,7 +95,7 @@ static void t_jobs(void *arg)
 {
     (void)arg;
     muster_t *m = hc_connect(&d, "rjob", NULL);
-    muster_rdzv_opts o = {"node-a", 4, 1, 1, 0, 0};
+    muster_rdzv_opts o = {.node_id = "node-a", .local_world_size = 4, .min_nodes = 1, .max_nodes = 1};
     muster_assignment *a = NULL;
     CHECK_EQ(muster_rdzv_join(m, &o, &a, 5000), MUSTER_OK);
     CHECK(a && a->generation == 1);

@@ -32,7 +32,7 @@ static char datadir[4200];
 /* Join a one-node round in ns; the generation, or 0. */
 static uint64_t one_node_generation(muster_t *m)
 {
-    muster_rdzv_opts o = {"solo", 1, 1, 1, 0, 0};
+    muster_rdzv_opts o = {.node_id = "solo", .local_world_size = 1, .min_nodes = 1, .max_nodes = 1};
     muster_assignment *a = NULL;
     uint64_t g = muster_rdzv_join(m, &o, &a, 5000) == MUSTER_OK ? a->generation : 0;
     muster_assignment_free(a);

@@ -15,7 +15,7 @@
 static const int status_codes[] = {
     MUSTER_OK,        MUSTER_ENOTFOUND, MUSTER_ETIMEDOUT, MUSTER_EBADREQ,    MUSTER_EUNKNOWNOP, MUSTER_EAUTH,
     MUSTER_ELIMIT,    MUSTER_ESHUTDOWN, MUSTER_ENOTNUM,   MUSTER_EOVERFLOW,  MUSTER_ESTALE,     MUSTER_ENOTMEMBER,
-    MUSTER_ECONFLICT, MUSTER_EINTERNAL, MUSTER_ENOTLEADER, MUSTER_EINVAL,    MUSTER_ECONN,      MUSTER_EPROTO,     MUSTER_ENOMEM,
+    MUSTER_ECONFLICT, MUSTER_EINTERNAL, MUSTER_ENOTLEADER, MUSTER_EEXCLUDED, MUSTER_EINVAL,    MUSTER_ECONN,      MUSTER_EPROTO,     MUSTER_ENOMEM,
     MUSTER_EURL,      MUSTER_ENCCL,     MUSTER_ECANCELED,
 };
 #define N_CODES (sizeof status_codes / sizeof status_codes[0])
@@ -71,7 +71,7 @@ static void t_unknown_code(void *unused)
 {
     (void)unused;
     CHECK(status_find(-1) == NULL);
-    CHECK(status_find(15) == NULL);
+    CHECK(status_find(16) == NULL);
     CHECK(status_find(99) == NULL);
     CHECK(status_find(107) == NULL);
 }

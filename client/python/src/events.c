@@ -115,7 +115,12 @@ PyObject *conn_rdzv_join(ConnObject *c, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "z|IIIIpI", kwlist, &node_id, &lws, &min_nodes, &max_nodes,
                                      &last_call, &want, &t))
         return NULL;
-    muster_rdzv_opts o = {node_id, lws, min_nodes, max_nodes, last_call, want};
+    muster_rdzv_opts o = {.node_id = node_id,
+                          .local_world_size = lws,
+                          .min_nodes = min_nodes,
+                          .max_nodes = max_nodes,
+                          .last_call_ms = last_call,
+                          .want_members = want};
     CONN_CALL(c, rc, detail, muster_rdzv_join(m, &o, &a, t));
     if (rc != MUSTER_OK)
         return core_raise(rc, detail);

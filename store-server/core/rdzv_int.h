@@ -1,0 +1,127 @@
+/* Rendezvous internals shared by rdzv.c (rounds, generations, nodes) and rdzv_recover.c (recovery
+ * rounds, standbys, reports): the state's structs and the helpers both use.  Not for other files. */
+#ifndef MUSTERD_RDZV_INT_H
+#define MUSTERD_RDZV_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uthash.h>
+
+#include "core.h"
+#include "rdzv.h"
+
+/* Where a node's parked join waits. */
+enum rdzv_queue {
+    RDZV_Q_NONE = 0, /* nothing parked */
+    RDZV_Q_ROUND,    /* the open round (rz->round) */
+    RDZV_Q_RECOVER,  /* the recovery round of the latest generation (rz->rec) */
+    RDZV_Q_STANDBY,  /* the standbys (rz->standbys) */
+};
+
+/* A rank that no generation gave (a newcomer's old rank). */
+#define RDZV_NO_RANK UINT32_MAX
+/* The longest cause kept for an excluded member. */
+#define RDZV_CAUSE_MAX 191
+
+/* One owner's rendezvous state: a pending join and/or a membership. */
+struct rdzv_node {
+    struct rdzv_node *prev, *next; /* every node of the namespace */
+    struct rdzv_owner owner;
+    struct rdzv *rz;
+    char id[RDZV_ID_MAX + 1];
+    uint32_t lws;
+    int want_members;              /* its join asked for the member list */
+    int joining;                   /* parked in one of the queues */
+    enum rdzv_queue queue;         /* which one */
+    uint64_t seq;                  /* when it was parked (arrival order, the longest-waiting first) */
+    uint64_t join_id;              /* the parked request */
+    struct core_timer *join_timer;
+    uint64_t generation;           /* of its latest membership; 0 = never a member */
+    uint32_t node_rank, rank_start;
+    uint32_t old_rank;             /* its rank in the generation before (recovery rounds), or RDZV_NO_RANK */
+    int lost;                      /* lost from its generation (excluded: rz->gone says why) */
+    struct core_timer *hb_timer;
+    UT_hash_handle hh_round;       /* in rz->round_ids while in the open round */
+};
+
+/* A growable array of node pointers. */
+struct rdzv_set {
+    struct rdzv_node **v;
+    size_t n, cap;
+};
+
+/* A member of the latest generation that was lost, and why. */
+struct rdzv_gone {
+    char id[RDZV_ID_MAX + 1];
+    uint32_t old_rank;
+    char cause[RDZV_CAUSE_MAX + 1];
+};
+
+/* A namespace's rendezvous state. */
+struct rdzv {
+    struct ns *ns;
+    struct rdzv_node *nodes;   /* every node record */
+    struct rdzv_set round;     /* the open round's joiners */
+    struct rdzv_node *round_ids; /* the same joiners by id, so a join checks its id in O(1) */
+    uint32_t min, max, last_call_ms;
+    struct core_timer *last_call;
+    uint64_t generation;       /* the latest generation formed; 0 = none yet */
+    uint32_t gen_min, gen_max, gen_last_call; /* the bounds that generation formed under */
+    struct rdzv_set members;   /* that generation's members */
+    int running;               /* the latest generation is running (not broken) */
+    int completed;             /* every member of the latest generation left finished */
+    uint64_t failures;         /* generations broken */
+    uint32_t world;            /* world size of the latest generation */
+    uint64_t seq;              /* the last parked join's arrival number */
+    struct rdzv_set standbys;  /* parked standbys, in arrival order */
+    struct rdzv_set rec;       /* survivors parked in the latest generation's recovery round */
+    int rec_open;              /* that round is open */
+    int rec_closing;           /* it is being closed (losses then do not re-enter it) */
+    unsigned rec_extended;     /* times another loss extended it */
+    struct core_timer *rec_timer; /* its deadline */
+    uint64_t gone_gen;         /* the generation the gone list is about */
+    struct rdzv_gone *gone;    /* its members lost so far, in order of loss */
+    size_t n_gone, cap_gone;
+    struct rdzv_event ring[RDZV_RING]; /* the timeline, a ring */
+    size_t ring_next, ring_n;
+};
+
+/* Append a node to a set; 0, or -1 when memory ran out. */
+int rdzv_set_add(struct rdzv_set *s, struct rdzv_node *n);
+/* Remove a node from a set (order kept); a no-op when absent. */
+void rdzv_set_del(struct rdzv_set *s, const struct rdzv_node *n);
+/* The core of a namespace's rendezvous state. */
+struct core *rdzv_core(const struct rdzv *rz);
+/* Arm a timer for ms milliseconds from now. */
+void rdzv_arm(const struct rdzv *rz, struct core_timer *t, uint64_t ms);
+/* Answer a node's join request id through its owner. */
+void rdzv_reply(struct rdzv_node *n, uint64_t id, int status, const char *msg, const struct rdzv_assignment *a);
+/* Tell a node's owner of a membership event. */
+void rdzv_push(struct rdzv_node *to, int kind, uint64_t gen, const char *node_id);
+/* Take a node out of its queue and release its parked request (no reply here). */
+void rdzv_unpark(struct rdzv_node *n);
+/* Put node n into queue q with its request id and deadline; a core status with msg filled. */
+int rdzv_park(struct rdzv_node *n, enum rdzv_queue q, const struct rdzv_join_req *j, uint64_t id, char *msg,
+              size_t len);
+/* Form the next generation from the nodes in order (sorted by id first unless keep_order) and answer
+ * them all; prev is the generation a recovery round replaces (0 otherwise). */
+void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t prev);
+/* Take up to want standbys, longest waiting first, out of their queue into to; how many. */
+size_t rdzv_take_standbys(struct rdzv *rz, struct rdzv_set *to, size_t want);
+/* Decide what the open round does now: close, start or keep its last call, or wait. */
+void rdzv_round_check(struct rdzv *rz);
+/* Member lost of the latest generation (known as id) is gone for why: break the generation if it runs,
+ * record the loss, tell the other members, and let a recovery round go on without it. */
+void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const char *why);
+
+/* Recovery rounds (rdzv_recover.c). */
+/* Join the latest generation's recovery round for n; a core status with msg filled when not parked. */
+int rdzv_recover_join(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_t id, char *msg, size_t len);
+/* A member of the latest generation was lost while its recovery round may be open. */
+void rdzv_recover_lost(struct rdzv *rz);
+/* A node arrived that a recovery round could admit (a newcomer or a standby): it may close now. */
+void rdzv_recover_check(struct rdzv *rz);
+/* Free the recovery round's timer (at exit). */
+void rdzv_recover_destroy(struct rdzv *rz);
+
+#endif

@@ -1,0 +1,261 @@
+/*
+ * Recovery rounds and standbys: how the survivors of a broken generation
+ * agree on the next one without restarting.
+ *
+ * When generation g loses members (a closed connection, missed heartbeats,
+ * a leave, or a member's report), the others are told MEMBER_LOST at once
+ * (rdzv.c).  A survivor that can go on in place joins g's recovery round
+ * (a join with recover set).  The round opens with the first such join and
+ * closes when every live member of g that was not lost has joined it, or at
+ * --recovery-timeout; a member lost while it is open extends it, at most
+ * twice, and is told to the others.  Whoever has not joined by the deadline
+ * is excluded too, so the round never closes with a member that has been
+ * lost and never waits for ever.
+ *
+ * Closing forms g + 1 from, in this order: the survivors, in their order in
+ * g (what communicator shrinking needs); then newcomers (plain joins, in
+ * arrival order); then standbys, longest waiting first; up to g's
+ * max_nodes.  Every node of it is answered in the same loop turn with the
+ * same generation, member order and excluded list (each excluded member with
+ * its rank in g and the cause); each survivor's rank in g is its
+ * old_node_rank.  g + 1 is taken from the counter that is logged before
+ * anyone hears the number, so it is never handed out twice.  g is revoked by
+ * that: a member of g that was excluded, or asks after g was replaced, is
+ * answered EXCLUDED and may only come back as a newcomer.  With fewer than
+ * g's min_nodes at the deadline, the recovery fails: its survivors are
+ * answered TIMEOUT and the job re-forms the old way (plain joins).
+ *
+ * While a recovery round is open, the open round (plain joins) does not
+ * close on its own: its joiners are the recovery's newcomers.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "rdzv_int.h"
+#include "status.h"
+#include "stats.h"
+
+static void rdzv_recover_close(struct rdzv *rz, int at_deadline);
+
+/* Whether member m of the latest generation is a survivor the round waits for. */
+static int rdzv_recover_expects(const struct rdzv_node *m)
+{
+    return !m->lost && m->owner.ops->live(m->owner.arg);
+}
+
+/* Survivors of the latest generation that have not joined its recovery round. */
+static size_t rdzv_recover_missing(const struct rdzv *rz)
+{
+    size_t missing = 0;
+    for (size_t i = 0; i < rz->members.n; i++) {
+        const struct rdzv_node *m = rz->members.v[i];
+        missing += rdzv_recover_expects(m) && m->queue != RDZV_Q_RECOVER;
+    }
+    return missing;
+}
+
+/* Why member n of generation gen was excluded, from the gone list. */
+static const char *rdzv_recover_cause(const struct rdzv *rz, const struct rdzv_node *n)
+{
+    for (size_t i = 0; i < rz->n_gone; i++)
+        if (strcmp(rz->gone[i].id, n->id) == 0)
+            return rz->gone[i].cause;
+    return "lost";
+}
+
+/* The round's deadline passed. */
+static void rdzv_recover_deadline_cb(void *arg)
+{
+    struct rdzv *rz = arg;
+    if (rz->rec_open)
+        rdzv_recover_close(rz, 1);
+}
+
+/* Arm the round's deadline --recovery-timeout from now; 0, or -1 when no timer could be made. */
+static int rdzv_recover_arm(struct rdzv *rz)
+{
+    const struct core_hooks *h = &rdzv_core(rz)->hooks;
+    if (!rz->rec_timer && !(rz->rec_timer = h->timer_new(h->ctx, rdzv_recover_deadline_cb, rz)))
+        return -1;
+    rdzv_arm(rz, rz->rec_timer, rdzv_core(rz)->lim.recovery_timeout);
+    return 0;
+}
+
+/* Answer a parked survivor with an error and take it out of the round. */
+static void rdzv_recover_refuse(struct rdzv_node *n, int status, const char *msg)
+{
+    uint64_t id = n->join_id;
+    rdzv_unpark(n);
+    rdzv_reply(n, id, status, msg, NULL);
+}
+
+/* Compare survivors by their rank in the generation they survived. */
+static int rdzv_cmp_old_rank(const void *a, const void *b)
+{
+    const struct rdzv_node *x = *(struct rdzv_node *const *)a, *y = *(struct rdzv_node *const *)b;
+    return x->node_rank < y->node_rank ? -1 : x->node_rank > y->node_rank;
+}
+
+/* Compare parked nodes by arrival. */
+static int rdzv_cmp_seq(const void *a, const void *b)
+{
+    const struct rdzv_node *x = *(struct rdzv_node *const *)a, *y = *(struct rdzv_node *const *)b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The next generation's nodes in order: survivors by old rank, newcomers by arrival, then standbys, at
+ * most max; 0, or -1 when memory ran out. */
+static int rdzv_recover_pick(struct rdzv *rz, struct rdzv_set *out)
+{
+    size_t max = rz->gen_max ? rz->gen_max : SIZE_MAX;
+    for (size_t i = 0; i < rz->rec.n; i++)
+        if (rdzv_set_add(out, rz->rec.v[i]) != 0)
+            return -1;
+    qsort(out->v, out->n, sizeof *out->v, rdzv_cmp_old_rank);
+    struct rdzv_set fresh = {0};
+    for (size_t i = 0; i < rz->round.n; i++)
+        if (rz->round.v[i]->owner.ops->live(rz->round.v[i]->owner.arg) && rdzv_set_add(&fresh, rz->round.v[i]) != 0) {
+            free(fresh.v);
+            return -1;
+        }
+    qsort(fresh.v, fresh.n, sizeof *fresh.v, rdzv_cmp_seq);
+    for (size_t i = 0; i < fresh.n && out->n < max; i++)
+        if (rdzv_set_add(out, fresh.v[i]) != 0) {
+            free(fresh.v);
+            return -1;
+        }
+    free(fresh.v);
+    if (out->n < max)
+        rdzv_take_standbys(rz, out, max - out->n);
+    return 0;
+}
+
+/* Give up the recovery (too few nodes at the deadline, or no memory): its survivors hear status. */
+static void rdzv_recover_fail(struct rdzv *rz, int status, const char *msg)
+{
+    stats_inc(rdzv_core(rz)->stats, STAT_RDZV_RECOVERY_FAILED);
+    core_log(rdzv_core(rz), CORE_LOG_WARN, "ns '%s': recovery of generation %" PRIu64 " failed: %s", rz->ns->name,
+             rz->generation, msg);
+    while (rz->rec.n > 0)
+        rdzv_recover_refuse(rz->rec.v[rz->rec.n - 1], status, msg);
+    rz->rec_open = rz->rec_closing = 0;
+    rdzv_core(rz)->hooks.timer_disarm(rz->rec_timer);
+    rdzv_round_check(rz);
+}
+
+/* Close the recovery round (at_deadline: whoever has not joined is excluded) and form the next
+ * generation, or wait for the deadline when it would be below min_nodes. */
+static void rdzv_recover_close(struct rdzv *rz, int at_deadline)
+{
+    uint64_t prev = rz->generation;
+    rz->rec_closing = 1; /* the losses below must not re-enter; rec_open keeps the open round waiting */
+    for (size_t i = 0; at_deadline && i < rz->members.n; i++) {
+        struct rdzv_node *m = rz->members.v[i];
+        if (!m->lost && m->queue != RDZV_Q_RECOVER)
+            rdzv_lose(rz, m, m->id, "did not join the recovery round within --recovery-timeout");
+    }
+    struct rdzv_set next = {0};
+    if (rdzv_recover_pick(rz, &next) != 0) {
+        free(next.v);
+        rdzv_recover_fail(rz, CORE_INTERNAL, "out of memory");
+        return;
+    }
+    rz->rec_closing = 0;
+    if (next.n < rz->gen_min || next.n == 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "recovery round of generation %" PRIu64 " has %zu of min_nodes %" PRIu32 " nodes",
+                 prev, next.n, rz->gen_min);
+        for (size_t i = 0; i < next.n; i++) /* standbys taken out of their queue go back to it */
+            if (next.v[i]->queue == RDZV_Q_NONE && rdzv_set_add(&rz->standbys, next.v[i]) == 0)
+                next.v[i]->queue = RDZV_Q_STANDBY;
+        free(next.v);
+        if (at_deadline)
+            rdzv_recover_fail(rz, CORE_TIMEOUT, msg);
+        /* else every survivor is in: wait for newcomers or standbys until the deadline */
+        return;
+    }
+    rdzv_core(rz)->hooks.timer_disarm(rz->rec_timer);
+    rz->rec_extended = 0;
+    stats_inc(rdzv_core(rz)->stats, STAT_RDZV_RECOVERIES);
+    stats_add(rdzv_core(rz)->stats, STAT_RDZV_EXCLUDED, rz->gone_gen == prev ? rz->n_gone : 0);
+    rz->rec_open = 0;
+    rdzv_form(rz, &next, 1, prev);
+    rdzv_round_check(rz);
+}
+
+/* Join the latest generation's recovery round for n; a core status with msg filled when not parked. */
+int rdzv_recover_join(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_t id, char *msg, size_t len)
+{
+    struct rdzv *rz = n->rz;
+    int st = CORE_OK;
+    if (!n->generation)
+        snprintf(msg, len, "this connection was never a member: join as a newcomer"), st = CORE_NOT_MEMBER;
+    else if (n->generation != rz->generation)
+        snprintf(msg, len, "generation %" PRIu64 " was replaced by %" PRIu64 ": join again as a newcomer",
+                 n->generation, rz->generation), st = CORE_EXCLUDED;
+    else if (n->lost)
+        snprintf(msg, len, "excluded from generation %" PRIu64 ": %s", n->generation, rdzv_recover_cause(rz, n)),
+            st = CORE_EXCLUDED;
+    else if (rz->running || rz->completed)
+        snprintf(msg, len, "generation %" PRIu64 " is %s: nothing to recover (report a failed member first)",
+                 rz->generation, rz->running ? "running" : "complete"), st = CORE_CONFLICT;
+    if (st != CORE_OK) {
+        stats_inc(rdzv_core(rz)->stats, STAT_RDZV_BAD_RECOVER);
+        return st;
+    }
+    if ((st = rdzv_park(n, RDZV_Q_RECOVER, j, id, msg, len)) != CORE_OK)
+        return st;
+    if (!rz->rec_open) {
+        rz->rec_open = 1;
+        rz->rec_extended = 0;
+        if (rdzv_recover_arm(rz) != 0) {
+            rdzv_recover_fail(rz, CORE_INTERNAL, "cannot make the recovery round's timer");
+            return CORE_OK; /* answered */
+        }
+        core_log(rdzv_core(rz), CORE_LOG_INFO, "ns '%s': recovery round of generation %" PRIu64 " opened by '%s'",
+                 rz->ns->name, rz->generation, n->id);
+    }
+    rdzv_recover_check(rz);
+    return CORE_OK;
+}
+
+/* A member of the latest generation was lost while its recovery round may be open: a parked one is
+ * answered EXCLUDED, the deadline is extended (at most twice), and the round may close without it. */
+void rdzv_recover_lost(struct rdzv *rz)
+{
+    if (!rz->rec_open || rz->rec_closing)
+        return;
+    for (size_t i = rz->rec.n; i-- > 0;) {
+        struct rdzv_node *m = rz->rec.v[i];
+        if (m->lost) {
+            char msg[RDZV_CAUSE_MAX + 64];
+            snprintf(msg, sizeof msg, "excluded from generation %" PRIu64 ": %s", rz->generation,
+                     rdzv_recover_cause(rz, m));
+            rdzv_recover_refuse(m, CORE_EXCLUDED, msg);
+        }
+    }
+    if (rz->rec_extended < 2) {
+        rz->rec_extended++;
+        rdzv_recover_arm(rz);
+    }
+    rdzv_recover_check(rz);
+}
+
+/* A node arrived or left that decides whether the recovery round can close: close it when no survivor
+ * is missing. */
+void rdzv_recover_check(struct rdzv *rz)
+{
+    if (rz->rec_open && !rz->rec_closing && rdzv_recover_missing(rz) == 0)
+        rdzv_recover_close(rz, 0);
+}
+
+/* Free the recovery round's timer (at exit). */
+void rdzv_recover_destroy(struct rdzv *rz)
+{
+    if (rz->rec_timer)
+        rdzv_core(rz)->hooks.timer_free(rz->rec_timer);
+    rz->rec_timer = NULL;
+}

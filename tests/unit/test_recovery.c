@@ -1,0 +1,345 @@
+/*
+ * In-process tests of recovery rounds and standbys (store-server/core/
+ * rdzv_recover.c) on the fake clock of tcore.c: the round closes when every
+ * survivor joined, or at --recovery-timeout with the absent excluded; a
+ * second failure during it; a partitioned member answered EXCLUDED; the
+ * survivors' old order kept and every node told the same; standbys admitted
+ * longest waiting first; over-subscription parks the extras as standbys;
+ * generation numbers never reused; and bad requests refused and counted.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "muster.pb-c.h"
+#include "rdzv.h"
+#include "stats.h"
+#include "tcore.h"
+
+/* How a node joins. */
+enum t_how { T_PLAIN, T_RECOVER, T_STANDBY };
+
+/* The last call of the joins t_rjoin sends: long, so a round closes at max_nodes (a case may change it). */
+static uint32_t t_last_call = 60000;
+
+/* Join as how with the member list asked for; the join's status. */
+static int t_rjoin(struct t_world *w, struct t_node *o, const char *id, uint32_t min, uint32_t max, enum t_how how)
+{
+    static uint64_t next_req = 1000;
+    struct rdzv_owner owner = {&t_ops, o, &o->node, o->session, &o->share};
+    struct rdzv_join_req j = {.node_id = id,
+                              .local_world_size = 2,
+                              .min_nodes = min,
+                              .max_nodes = max,
+                              .last_call_ms = t_last_call,
+                              .timeout_ms = 30000,
+                              .want_members = 1,
+                              .recover = how == T_RECOVER,
+                              .standby = how == T_STANDBY};
+    char msg[256];
+    int st = rdzv_join(w->ns, &owner, &j, next_req++, msg, sizeof msg);
+    if (st != MUSTER__STATUS__OK)
+        snprintf(o->agreed, sizeof o->agreed, "%s", msg);
+    return st;
+}
+
+/* Form a generation of n nodes n0..n(n-1) (min 1, max n: it closes at n); its number. */
+static uint64_t t_gen(struct t_world *w, struct t_node *v, int n)
+{
+    char id[16];
+    for (int i = 0; i < n; i++) {
+        v[i].session = (uint64_t)i + 1;
+        snprintf(id, sizeof id, "n%d", i);
+        CHECK_EQ(t_rjoin(w, &v[i], id, 1, (uint32_t)n, T_PLAIN), MUSTER__STATUS__OK);
+    }
+    return v[0].a.generation;
+}
+
+/* Node o's connection closes. */
+static void t_kill(struct t_node *o)
+{
+    o->gone = 1;
+    rdzv_node_gone(o->node);
+}
+
+/* Recover-join every node of v named in idx (n of them). */
+static void t_recover_all(struct t_world *w, struct t_node *v, const int *idx, int n)
+{
+    for (int i = 0; i < n; i++)
+        CHECK_EQ(t_rjoin(w, &v[idx[i]], "", 1, 1, T_RECOVER), MUSTER__STATUS__OK);
+}
+
+/* Every survivor's connection leaves at the end of a case (nothing left parked). */
+static void t_close_all(struct t_node *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!v[i].gone && v[i].node)
+            t_kill(&v[i]);
+}
+
+/* One lost of four: the round closes when the last survivor joins; order and old ranks kept. */
+static void t_all_survivors(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[4] = {{0}};
+    t_world_init(&w, 0);
+    uint64_t g = t_gen(&w, v, 4);
+    t_kill(&v[2]);
+    CHECK_EQ(v[0].last_event, RDZV_MEMBER_LOST);
+    CHECK_EQ(v[3].event_gen, g);
+    int first[] = {3, 0};
+    t_recover_all(&w, v, first, 2);
+    CHECK_EQ(v[0].replies, 1); /* only the first round's answer: still waiting for n1 */
+    int last[] = {1};
+    t_recover_all(&w, v, last, 1);
+    CHECK_EQ(v[0].replies, 2);
+    CHECK_EQ(v[0].status, MUSTER__STATUS__OK);
+    CHECK_EQ(v[0].a.generation, g + 1);
+    CHECK_EQ(v[0].a.previous_generation, g);
+    CHECK_EQ(v[0].a.node_rank, 0);
+    CHECK_EQ(v[1].a.node_rank, 1);
+    CHECK_EQ(v[3].a.node_rank, 2);
+    CHECK_EQ(v[3].a.old_node_rank, 3);
+    CHECK_EQ(v[3].a.rank_start, 4);
+    CHECK_EQ(v[0].a.n_excluded, 1);
+    CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 n1:1->1 n3:3->2 x n2:2:closed its connection");
+    CHECK_STR(v[1].agreed, v[0].agreed);
+    CHECK_STR(v[3].agreed, v[0].agreed);
+    CHECK_EQ(w.last_gen, g + 1); /* logged before anyone was answered */
+    CHECK_EQ(w.stats.c[STAT_RDZV_RECOVERIES], 1);
+    CHECK_EQ(w.stats.c[STAT_RDZV_EXCLUDED], 1);
+    t_close_all(v, 4);
+    t_world_fini(&w);
+}
+
+/* A survivor that does not join is excluded at --recovery-timeout, and then answered EXCLUDED. */
+static void t_deadline(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[4] = {{0}};
+    t_world_init(&w, 0);
+    uint64_t g = t_gen(&w, v, 4);
+    t_kill(&v[1]);
+    int rec[] = {0, 2};
+    t_recover_all(&w, v, rec, 2);
+    t_advance(1999);
+    CHECK_EQ(v[0].replies, 1);
+    t_advance(1);
+    CHECK_EQ(v[0].replies, 2);
+    CHECK_EQ(v[2].a.node_rank, 1);
+    CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 n2:2->1 x n1:1:closed its connection x n3:3:did not join the "
+                           "recovery round within --recovery-timeout");
+    CHECK_STR(v[2].agreed, v[0].agreed);
+    CHECK_EQ(t_rjoin(&w, &v[3], "", 1, 1, T_RECOVER), MUSTER__STATUS__EXCLUDED);
+    CHECK(strstr(v[3].agreed, "replaced") != NULL);
+    CHECK_EQ(w.stats.c[STAT_RDZV_BAD_RECOVER], 1);
+    /* It may come back as a newcomer: it waits for the next round. */
+    CHECK_EQ(t_rjoin(&w, &v[3], "n3", 2, 4, T_PLAIN), MUSTER__STATUS__OK);
+    CHECK(v[3].parked != 0);
+    CHECK_EQ(w.last_gen, g + 1);
+    t_close_all(v, 4);
+    t_world_fini(&w);
+}
+
+/* A second member lost during the round: told to the survivors, excluded, and the round closes
+ * without it. */
+static void t_second_failure(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[5] = {{0}};
+    t_world_init(&w, 0);
+    t_gen(&w, v, 5);
+    t_kill(&v[0]);
+    int rec[] = {1, 4};
+    t_recover_all(&w, v, rec, 2);
+    int before = v[3].events;
+    t_kill(&v[2]);
+    CHECK_EQ(v[3].events, before + 1); /* told of the second loss */
+    t_advance(1500);                   /* the loss extended the deadline: not closed at 2000 */
+    int last[] = {3};
+    t_recover_all(&w, v, last, 1);
+    CHECK_EQ(v[1].status, MUSTER__STATUS__OK);
+    CHECK_STR(v[1].agreed,
+              "gen 2 prev 1 | n1:1->0 n3:3->1 n4:4->2 x n0:0:closed its connection x n2:2:closed its connection");
+    CHECK_STR(v[3].agreed, v[1].agreed);
+    CHECK_STR(v[4].agreed, v[1].agreed);
+    t_close_all(v, 5);
+    t_world_fini(&w);
+}
+
+/* A member whose heartbeats stopped (partitioned, its connection still open) is excluded: the others
+ * recover without waiting for it, and it is answered EXCLUDED, its heartbeat STALE_GENERATION. */
+static void t_partitioned(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[3] = {{0}};
+    char msg[128];
+    t_world_init(&w, 1000);
+    uint64_t g = t_gen(&w, v, 3);
+    t_advance(600);
+    CHECK_EQ(rdzv_heartbeat(v[0].node, g, msg, sizeof msg), MUSTER__STATUS__OK);
+    CHECK_EQ(rdzv_heartbeat(v[1].node, g, msg, sizeof msg), MUSTER__STATUS__OK);
+    t_advance(400); /* n2's deadline */
+    CHECK_EQ(v[0].last_event, RDZV_MEMBER_LOST);
+    int rec[] = {0, 1};
+    t_recover_all(&w, v, rec, 2);
+    CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 n1:1->1 x n2:2:missed its heartbeats");
+    CHECK_EQ(t_rjoin(&w, &v[2], "", 1, 1, T_RECOVER), MUSTER__STATUS__EXCLUDED);
+    CHECK_EQ(rdzv_heartbeat(v[2].node, g, msg, sizeof msg), MUSTER__STATUS__STALE_GENERATION);
+    t_close_all(v, 3);
+    t_world_fini(&w);
+}
+
+/* Standbys never close a round; a recovery admits them after the survivors, longest waiting first,
+ * up to max_nodes. */
+static void t_standbys(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[2] = {{0}}, s[3] = {{0}};
+    t_world_init(&w, 0);
+    t_last_call = 0; /* rounds close at min_nodes */
+    for (int i = 0; i < 3; i++)
+        s[i].session = 10 + (uint64_t)i;
+    CHECK_EQ(t_rjoin(&w, &s[0], "s0", 2, 3, T_STANDBY), MUSTER__STATUS__OK);
+    CHECK_EQ(s[0].replies, 0); /* one standby is not a round */
+    CHECK_EQ(w.gens, 0);
+    v[0].session = 1;
+    v[1].session = 2;
+    CHECK_EQ(t_rjoin(&w, &v[0], "n0", 2, 3, T_PLAIN), MUSTER__STATUS__OK);
+    CHECK_EQ(v[0].replies, 0); /* min 2: the standby does not count */
+    CHECK_EQ(t_rjoin(&w, &v[1], "n1", 2, 3, T_PLAIN), MUSTER__STATUS__OK);
+    /* The round closes at min with room for one more: the standby fills it. */
+    CHECK_EQ(v[0].replies, 1);
+    CHECK_EQ(s[0].replies, 1);
+    CHECK_EQ(s[0].a.num_nodes, 3);
+    CHECK_EQ(t_rjoin(&w, &s[1], "s1", 2, 3, T_STANDBY), MUSTER__STATUS__OK);
+    CHECK_EQ(t_rjoin(&w, &s[2], "s2", 2, 3, T_STANDBY), MUSTER__STATUS__OK);
+    CHECK_EQ(v[0].events, 0); /* a standby is not a newcomer waiting */
+    t_kill(&v[1]);
+    t_kill(&s[0]);
+    int rec[] = {0};
+    t_recover_all(&w, v, rec, 1);
+    CHECK_EQ(v[0].replies, 2);
+    CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 s1:-1->1 s2:-1->2 x n1:1:closed its connection x "
+                           "s0:2:closed its connection");
+    CHECK_STR(s[1].agreed, v[0].agreed);
+    CHECK_EQ(s[2].a.old_node_rank, UINT32_MAX);
+    CHECK_EQ(w.stats.c[STAT_RDZV_STANDBYS_ADMITTED], 3);
+    t_close_all(v, 2);
+    t_close_all(s, 3);
+    t_world_fini(&w);
+    t_last_call = 60000;
+}
+
+/* More joiners than max_nodes: members of the last generation go first, the extras wait as standbys
+ * (the job is never closed), and a later recovery admits them. */
+static void t_oversubscribed(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[4] = {{0}};
+    t_world_init(&w, 0);
+    t_gen(&w, v, 2);
+    v[2].session = 3;
+    v[3].session = 4;
+    CHECK_EQ(t_rjoin(&w, &v[2], "n2", 2, 2, T_PLAIN), MUSTER__STATUS__OK);
+    CHECK_EQ(t_rjoin(&w, &v[3], "n3", 2, 2, T_PLAIN), MUSTER__STATUS__OK);
+    CHECK_EQ(v[0].last_event, RDZV_NODE_WAITING);
+    CHECK_EQ(t_rjoin(&w, &v[0], "n0", 2, 2, T_PLAIN), MUSTER__STATUS__OK); /* re-forms: 3 joiners, max 2 */
+    CHECK_EQ(v[0].a.generation, 2);
+    CHECK_EQ(v[2].a.generation, 2);
+    CHECK_EQ(v[3].replies, 0); /* a standby now, still parked */
+    CHECK(v[3].parked != 0);
+    t_kill(&v[2]);
+    int rec[] = {0};
+    t_recover_all(&w, v, rec, 1);
+    CHECK_EQ(v[3].a.generation, 3);
+    CHECK_STR(v[3].agreed, v[0].agreed);
+    CHECK_EQ(v[3].a.node_rank, 1);
+    t_close_all(v, 4);
+    t_world_fini(&w);
+}
+
+/* Generation numbers continue from a restored counter (a replayed log), and a recovery that cannot
+ * reach min_nodes fails with TIMEOUT at the deadline without forming anything. */
+static void t_numbers_and_min(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[3] = {{0}};
+    t_world_init(&w, 0);
+    rdzv_restore_generation(w.ns, 41);
+    for (int i = 0; i < 3; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "n%d", i);
+        v[i].session = (uint64_t)i + 1;
+        CHECK_EQ(t_rjoin(&w, &v[i], id, 3, 3, T_PLAIN), MUSTER__STATUS__OK);
+    }
+    uint64_t g = v[0].a.generation;
+    CHECK_EQ(g, 42);
+    t_kill(&v[0]);
+    t_kill(&v[1]);
+    int rec[] = {2};
+    t_recover_all(&w, v, rec, 1); /* every survivor is in, but 1 < min_nodes 3 */
+    CHECK_EQ(v[2].replies, 1);
+    t_advance(2000);
+    CHECK_EQ(v[2].replies, 2);
+    CHECK_EQ(v[2].status, MUSTER__STATUS__TIMEOUT);
+    CHECK_EQ(w.stats.c[STAT_RDZV_RECOVERY_FAILED], 1);
+    CHECK_EQ(w.last_gen, 42);
+    t_close_all(v, 3);
+    t_world_fini(&w);
+}
+
+/* Bad requests: a recovery by a never-member, of a running generation, a report of a non-member;
+ * typed errors, counted, nobody else disturbed. */
+static void t_bad_input(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[2] = {{0}}, stranger = {.session = 9};
+    char msg[256];
+    uint64_t gen = 0;
+    t_world_init(&w, 0);
+    t_gen(&w, v, 2);
+    CHECK_EQ(t_rjoin(&w, &stranger, "", 1, 1, T_RECOVER), MUSTER__STATUS__NOT_MEMBER);
+    CHECK_EQ(t_rjoin(&w, &v[0], "", 1, 1, T_RECOVER), MUSTER__STATUS__CONFLICT);
+    CHECK(strstr(v[0].agreed, "running") != NULL);
+    CHECK_EQ(w.stats.c[STAT_RDZV_BAD_RECOVER], 2);
+    CHECK_EQ(rdzv_report(v[0].node, "nobody", "x", &gen, msg, sizeof msg), MUSTER__STATUS__NOT_FOUND);
+    CHECK_EQ(w.stats.c[STAT_RDZV_BAD_REPORTS], 1);
+    CHECK_EQ(v[1].events, 0);
+    /* A real report breaks the generation and excludes the peer with the reporter's cause. */
+    CHECK_EQ(rdzv_report(v[0].node, "n1", "allreduce timed out", &gen, msg, sizeof msg), MUSTER__STATUS__OK);
+    CHECK_EQ(gen, 1);
+    CHECK_EQ(v[1].last_event, RDZV_MEMBER_LOST);
+    int rec[] = {0};
+    t_recover_all(&w, v, rec, 1);
+    CHECK_EQ(v[0].status, MUSTER__STATUS__OK);
+    CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 x n1:1:reported failed by 'n0': allreduce timed out");
+    CHECK_EQ(t_rjoin(&w, &v[1], "", 1, 1, T_RECOVER), MUSTER__STATUS__EXCLUDED);
+    t_close_all(v, 2);
+    stranger.gone = 1;
+    if (stranger.node)
+        rdzv_node_gone(stranger.node);
+    t_world_fini(&w);
+}
+
+int main(void)
+{
+    h_init("recovery", 20);
+    H_RUN(t_all_survivors, NULL);
+    H_RUN(t_deadline, NULL);
+    H_RUN(t_second_failure, NULL);
+    H_RUN(t_partitioned, NULL);
+    H_RUN(t_standbys, NULL);
+    H_RUN(t_oversubscribed, NULL);
+    H_RUN(t_numbers_and_min, NULL);
+    H_RUN(t_bad_input, NULL);
+    return h_finish();
+}
