@@ -1,12 +1,23 @@
 /*
- * Calls: the entry point of every op of the public API (kv.c, rdzv.c,
- * watch.c).  call_run turns the caller's timeout into a deadline and sends
- * the request once over the wire (wire.c), or, on a failover handle,
- * through failover_run (failover.c), which reconnects and sends again what
- * is safe to send again.  This is the top of the transport: nothing below
- * it calls back up.
+ * Calls: the entry point of every synchronous op of the public API (kv.c,
+ * rdzv.c, watch.c).  call_run submits the request as a call in flight
+ * (flight.c) and waits for it to complete; the asynchronous calls
+ * (async.c) submit the same way with a callback, so deadlines, errors,
+ * failover and re-sending are one code path for both.  The wait drives the
+ * socket or sleeps while another thread drives it, so threads that share
+ * a handle do not hold each other up.
  */
+#include <string.h>
+
 #include "internal.h"
+
+/* A synchronous caller's view of its call: filled by call_done. */
+struct call_sync {
+    int pending;
+    int rc;
+    Muster__Response *resp;
+    char detail[sizeof ((muster_t *)0)->last_error];
+};
 
 /* The effective timeout for a call: timeout_ms, or the handle default for 0. */
 uint32_t call_timeout(const muster_t *m, uint32_t timeout_ms)
@@ -14,15 +25,41 @@ uint32_t call_timeout(const muster_t *m, uint32_t timeout_ms)
     return timeout_ms ? timeout_ms : m->default_timeout_ms;
 }
 
+/* Completion of a synchronous call: keep the answer for the waiting caller. */
+static void call_done(muster_t *m, struct flight_result *r, void *arg)
+{
+    struct call_sync *s = arg;
+    s->rc = r->rc;
+    if (r->rc == MUSTER_OK) {
+        s->resp = r->resp;
+        r->resp = NULL;
+    }
+    memcpy(s->detail, r->detail, sizeof s->detail);
+    flight_signal(m, &s->pending);
+}
+
+/* Whether the synchronous call in arg completed (under the lock). */
+static int call_ready(muster_t *m, void *arg)
+{
+    (void)m;
+    return ((struct call_sync *)arg)->pending == 0;
+}
+
 /* Send req and wait for its response; see internal.h. */
 int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_t timeout_ms)
 {
     *resp = NULL;
-    uint64_t deadline = deadline_after((uint64_t)timeout_ms + CALL_GRACE_MS);
-    if (m->url.failover)
-        return failover_run(m, req, resp, deadline);
-    if (m->broken)
-        return error_set(m, MUSTER_ECONN, "connection unusable after an earlier error (%s)",
-                         muster_strerror(m->broken));
-    return wire_once(m, req, resp, deadline);
+    struct call_sync s = {.pending = 1};
+    int rc = flight_submit(m, req, timeout_ms, call_done, &s);
+    if (rc != MUSTER_OK)
+        return rc;
+    flight_wait(m, call_ready, &s, 0);
+    if (s.rc != MUSTER_OK) {
+        /* The call's own message, whatever other threads' calls recorded meanwhile. */
+        flight_lock(m);
+        memcpy(m->last_error, s.detail, sizeof s.detail);
+        flight_unlock(m);
+    }
+    *resp = s.resp;
+    return s.rc;
 }

@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -268,6 +270,31 @@ static void conn_configure(muster_t *m, const muster_opts *o)
     m->rng |= 1;
 }
 
+/* Make the handle's lock, its condition (on the monotonic clock, as every
+ * deadline is) and the eventfd that wakes a driving thread; a muster_err. */
+static int conn_sync_init(muster_t *m)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return MUSTER_ENOMEM;
+    int ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&m->cond, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok)
+        return MUSTER_ENOMEM;
+    if (pthread_mutex_init(&m->lock, NULL) != 0) {
+        pthread_cond_destroy(&m->cond);
+        return MUSTER_ENOMEM;
+    }
+    m->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (m->wake_fd < 0) {
+        pthread_mutex_destroy(&m->lock);
+        pthread_cond_destroy(&m->cond);
+        return error_set(m, MUSTER_ENOMEM, "eventfd failed");
+    }
+    m->sync_ready = 1;
+    return MUSTER_OK;
+}
+
 /* As muster_connect with explicit options (opts may be NULL). */
 muster_t *muster_connect_opts(const char *url, const muster_opts *opts, int *err)
 {
@@ -282,10 +309,14 @@ muster_t *muster_connect_opts(const char *url, const muster_opts *opts, int *err
         return NULL;
     }
     m->fd = -1;
+    m->wake_fd = -1;
+    m->loop_fd = -1;
     char why[256];
     m->log_fn = o->log_fn;
     m->log_arg = o->log_arg;
-    *err = muster_url_parse_detail(url, &m->url, why, sizeof why);
+    *err = conn_sync_init(m);
+    if (*err == MUSTER_OK)
+        *err = muster_url_parse_detail(url, &m->url, why, sizeof why);
     if (*err == MUSTER_EURL)
         log_emit(m, MUSTER_LOG_ERROR, "bad store URL: %s", why);
     if (*err == MUSTER_OK) {
@@ -294,7 +325,7 @@ muster_t *muster_connect_opts(const char *url, const muster_opts *opts, int *err
         *err = conn_establish(m, deadline_after(budget));
     }
     if (*err != MUSTER_OK) {
-        muster_close(m);
+        conn_free(m);
         return NULL;
     }
     return m;
@@ -306,15 +337,18 @@ muster_t *muster_connect(const char *url, int *err)
     return muster_connect_opts(url, NULL, err);
 }
 
-/* Close the connection and free the handle; NULL is a no-op. */
-void muster_close(muster_t *m)
+/* Free the handle and everything it holds, with no callback run (calls in flight must be gone). */
+void conn_free(muster_t *m)
 {
-    if (!m)
-        return;
     conn_drop(m);
     wire_clear(m);
     event_clear(m);
     event_watch_clear(m);
+    if (m->sync_ready) {
+        close(m->wake_fd);
+        pthread_mutex_destroy(&m->lock);
+        pthread_cond_destroy(&m->cond);
+    }
     free(m);
 }
 

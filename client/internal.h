@@ -11,9 +11,17 @@
  *     Muster__Response *resp;
  *     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
  *     if (rc == MUSTER_OK) { ...read resp->...; wire_free(resp); }
- * call_run assigns the id, sends, waits for that id's response, maps a
- * non-OK status to its muster_err (keeping the server's message for
- * muster_last_error) and checks the result case matches the op.
+ * call_run submits the request as a call in flight (flight.c), which
+ * assigns the id and sends it, and waits for that call to complete: a
+ * non-OK status mapped to its muster_err (keeping the server's message for
+ * muster_last_error), the result case checked against the op.  The
+ * asynchronous calls (async.c) submit the same way with a callback instead
+ * of waiting, so both run through one engine.
+ *
+ * Threads: every field of a handle is guarded by its lock (struct muster's
+ * last section).  A thread waiting for a call either drives the socket
+ * (polls it with the lock released) or sleeps on cond until the driver
+ * hands over; see flight.c.
  *
  * Layers, lowest first; each file calls only files of the layers before
  * it, so no file depends on one that depends on it (tests/check_layers.sh
@@ -34,6 +42,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -64,6 +73,7 @@
 
 struct stash_entry;
 struct event_node;
+struct flight;
 
 /* A watch the caller holds on a failover handle (event.c keeps them, failover.c restores them). */
 struct watch_reg {
@@ -135,6 +145,26 @@ struct muster {
     uint64_t ev_dropped;
 
     char last_error[256];
+
+    /* Threads and calls in flight (flight.c).  lock guards the whole handle. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;           /* a call completed, or the driver let go */
+    int sync_ready;                /* lock, cond and wake_fd exist */
+    int wake_fd;                   /* eventfd that interrupts the driver's poll */
+    int driving;                   /* a thread polls the socket with the lock released */
+    int closing;                   /* muster_close has begun: no new calls */
+    struct flight *fl_head;        /* calls in flight, in submission order */
+    struct flight *fl_tail;
+    struct flight *fl_ids;         /* those sent on this connection, by request id (uthash) */
+    struct flight *done_head;      /* completed, callbacks not yet run */
+    struct flight *done_tail;
+    /* The caller's event loop (async.c): told the fd, events and next deadline when they change. */
+    void (*loop_update)(void *arg, int fd, int events, int timeout_ms);
+    void (*loop_detach)(void *arg);
+    void *loop_arg;
+    int loop_fd;
+    int loop_events;
+    uint64_t loop_deadline;
 };
 
 /* ------------------------------------------------------------ deadline.c */
@@ -174,6 +204,8 @@ int sock_wait(int fd, short events, uint64_t deadline);
 int tls_connect(muster_t *m, uint64_t deadline, char *why, size_t n);
 /* Free m's TLS session and context (before its socket is closed); safe without TLS. */
 void tls_close(muster_t *m);
+/* Whether OpenSSL holds decrypted bytes not yet read (0 without TLS). */
+int tls_pending(const muster_t *m);
 /* Read without waiting, like recv(MSG_DONTWAIT), through TLS when m uses it. */
 ssize_t tls_recv(muster_t *m, void *buf, size_t n);
 /* Write without waiting, like send(MSG_DONTWAIT | MSG_NOSIGNAL), through TLS when m uses it. */
@@ -220,6 +252,12 @@ int wire_wait(muster_t *m, uint64_t id, uint64_t deadline, Muster__Response **re
 int wire_check(muster_t *m, const Muster__Response *resp, Muster__Request__OpCase op);
 /* Drop a stashed response for id, if any (abandoned pipelined requests). */
 void wire_forget(muster_t *m, uint64_t id);
+/* Remove and return the oldest stashed response of any id, or NULL. */
+Muster__Response *wire_take(muster_t *m);
+/* Write what the socket takes of the output buffer without waiting; a muster_err. */
+int wire_write_some(muster_t *m);
+/* Whether queued output waits to be written. */
+int wire_pending_out(const muster_t *m);
 /* Read what the socket has (waiting until deadline for at least one frame
  * when block != 0) and dispatch complete frames; returns a muster_err. */
 int wire_pump(muster_t *m, uint64_t deadline, int block);
@@ -241,6 +279,8 @@ void wire_clear(muster_t *m);
 int conn_establish(muster_t *m, uint64_t deadline);
 /* Close the socket and forget unsent and half-read bytes (not the stash or events). */
 void conn_drop(muster_t *m);
+/* Free the handle and everything it holds, with no callback run (calls in flight must be gone). */
+void conn_free(muster_t *m);
 
 /* ------------------------------------------------------------ failover.c */
 
@@ -258,6 +298,45 @@ int failover_ready(muster_t *m, uint64_t deadline);
 int failover_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint64_t deadline);
 /* Set the server-side timeout of a blocking op to what is left before deadline. */
 void failover_set_timeout(Muster__Request *req, uint64_t deadline);
+
+/* -------------------------------------------------------------- flight.c */
+
+/* How one call ended, handed to its completion function. */
+struct flight_result {
+    int rc;                        /* a muster_err */
+    int answered;                  /* the server answered (resp is set, rc is its status) */
+    int undecided;                 /* lost in flight on a failover handle and not safe to send again */
+    Muster__Request__OpCase op;
+    Muster__Response *resp;        /* the answer; a completion function may take it (set it NULL) */
+    const char *detail;            /* the message for rc ("" for MUSTER_OK) */
+    uint64_t started_us;           /* when the call was submitted (deadline_now_us) */
+};
+
+/* Runs once per submitted call, without the handle's lock, on the thread
+ * that completed it (a driving thread, the caller's loop, or muster_close). */
+typedef void (*flight_fn)(muster_t *m, struct flight_result *r, void *arg);
+
+/* Take and release the handle's lock. */
+void flight_lock(muster_t *m);
+void flight_unlock(muster_t *m);
+/* Submit req as a call in flight with the client deadline timeout_ms +
+ * CALL_GRACE_MS; fn(arg) runs exactly once when MUSTER_OK is returned,
+ * never otherwise.  req is only read during the call. */
+int flight_submit(muster_t *m, Muster__Request *req, uint32_t timeout_ms, flight_fn fn, void *arg);
+/* Until ready(m, arg) holds (checked under the lock) or deadline passes
+ * (0: no deadline of its own), drive the socket or wait for the thread
+ * that does; MUSTER_OK or MUSTER_ETIMEDOUT. */
+int flight_wait(muster_t *m, int (*ready)(muster_t *m, void *arg), void *arg, uint64_t deadline);
+/* Decrement *count under the lock and wake the waiters (completion functions of waiting callers). */
+void flight_signal(muster_t *m, int *count);
+/* Do the socket work that revents (poll bits, 0 for none) allows, complete
+ * calls and run their callbacks; the caller holds no lock. */
+void flight_handle(muster_t *m, short revents);
+/* What the driving loop should wait for: fd, POLLIN/POLLOUT bits, and the
+ * milliseconds until the next deadline (-1: none, 0: work is due now). */
+void flight_wants(muster_t *m, int *fd, short *events, int *timeout_ms);
+/* Complete every call in flight with MUSTER_ECANCELED and refuse new ones (muster_close). */
+void flight_cancel_all(muster_t *m);
 
 /* ---------------------------------------------------------------- call.c */
 

@@ -1,15 +1,15 @@
 /*
  * Pipelines: a batch of independent ops written back to back in one flush
  * and answered together, so N ops cost one round trip instead of N.  The
- * wire already allows it (requests carry ids); this file only keeps copies
- * of the ops until the run and the answers until destroy.
+ * wire already allows it (requests carry ids): each op is a call in flight
+ * (flight.c) and the run waits for all of them; this file only keeps
+ * copies of the ops until the run and the answers until destroy.
  *
  * On a failover handle (failover.c) a run survives a lost connection or a
  * standby: ops answered NOT_LEADER and unanswered ops that are safe to
  * repeat are sent again after the reconnect; an unanswered add is not, and
  * its result is MUSTER_ECONN.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,9 +22,10 @@ struct pipe_op {
     uint8_t *value;
     size_t len;
     int64_t delta;
-    uint64_t id;
-    int status;
+    int status;     /* the answer's status */
+    int rc;         /* the transport's error when unanswered */
     int lost;       /* in flight on a lost connection and not safe to repeat */
+    int *pending;   /* the batch's count of ops not yet completed */
     Muster__Response *resp;
 };
 
@@ -34,6 +35,7 @@ struct muster_pipeline {
     size_t n;
     size_t cap;
     int ran;
+    int pending;    /* ops in flight (under the handle's lock) */
     int run_rc;     /* the run's transport outcome, for ops it left unanswered */
 };
 
@@ -62,9 +64,6 @@ void muster_pipeline_destroy(muster_pipeline *p)
         free(p->ops[i].key);
         free(p->ops[i].value);
         wire_free(p->ops[i].resp);
-        /* An answer that arrived after a failed run must not linger. */
-        if (p->ops[i].id && !p->ops[i].resp)
-            wire_forget(p->m, p->ops[i].id);
     }
     free(p->ops);
     free(p);
@@ -132,8 +131,24 @@ size_t muster_pipeline_count(const muster_pipeline *p)
     return p ? p->n : 0;
 }
 
-/* Pack op o into the handle's output buffer, assigning its id. */
-static int pipe_queue(muster_t *m, struct pipe_op *o)
+/* Completion of one op: keep its answer, or why it has none. */
+static void pipe_done(muster_t *m, struct flight_result *r, void *arg)
+{
+    struct pipe_op *o = arg;
+    if (r->answered) {
+        o->resp = r->resp;
+        r->resp = NULL;
+        o->status = r->rc;
+    } else if (r->undecided) {
+        o->lost = 1;
+    } else {
+        o->rc = r->rc;
+    }
+    flight_signal(m, o->pending);
+}
+
+/* Submit op o as a call in flight under the run's timeout; a muster_err. */
+static int pipe_submit(muster_t *m, struct pipe_op *o, uint32_t timeout_ms)
 {
     Muster__Request req = MUSTER__REQUEST__INIT;
     Muster__SetReq set = MUSTER__SET_REQ__INIT;
@@ -156,101 +171,42 @@ static int pipe_queue(muster_t *m, struct pipe_op *o)
         del.key = o->key;
         req.delete_ = &del;
     }
-    return wire_queue(m, &req, &o->id);
+    return flight_submit(m, &req, timeout_ms, pipe_done, o);
 }
 
-/* Whether op o still waits for an answer it can use. */
-static int pipe_pending(const struct pipe_op *o)
+/* Whether every op of the batch in arg completed (under the lock). */
+static int pipe_ready(muster_t *m, void *arg)
 {
-    return !o->resp && !o->lost;
+    (void)m;
+    return ((muster_pipeline *)arg)->pending == 0;
 }
 
-/* Queue every pending op, send them and wait for their answers before deadline. */
-static int pipe_exchange(muster_pipeline *p, uint64_t deadline)
-{
-    muster_t *m = p->m;
-    size_t mark = m->out.len;
-    int rc = MUSTER_OK;
-    for (size_t i = 0; i < p->n && rc == MUSTER_OK; i++)
-        if (pipe_pending(&p->ops[i]))
-            rc = pipe_queue(m, &p->ops[i]);
-    if (rc != MUSTER_OK) {
-        /* Nothing was sent: take the queued frames back so they do not go
-         * out with the next call, whose caller would not expect answers. */
-        m->out.len = mark;
-        for (size_t i = 0; i < p->n; i++)
-            if (pipe_pending(&p->ops[i]))
-                p->ops[i].id = 0;
-    }
-    if (rc == MUSTER_OK)
-        rc = wire_flush(m, deadline);
-    for (size_t i = 0; i < p->n && rc == MUSTER_OK; i++) {
-        struct pipe_op *o = &p->ops[i];
-        if (!pipe_pending(o))
-            continue;
-        rc = wire_wait(m, o->id, deadline, &o->resp);
-        if (rc == MUSTER_OK)
-            o->status = wire_check(m, o->resp, o->op);
-    }
-    return rc;
-}
-
-/* After one exchange on a failover handle: drop NOT_LEADER answers so they
- * are sent again, settle unanswered ops of a lost connection; returns how
- * many ops are still pending. */
-static size_t pipe_settle(muster_pipeline *p, char *leader, size_t n)
-{
-    size_t pending = 0;
-    int lost = failover_lost(p->m);
-    for (size_t i = 0; i < p->n; i++) {
-        struct pipe_op *o = &p->ops[i];
-        if (o->resp && o->status == MUSTER_ENOTLEADER) {
-            snprintf(leader, n, "%s", o->resp->error_message);
-            wire_free(o->resp);
-            o->resp = NULL;
-        } else if (!o->resp && lost && !failover_idempotent(o->op)) {
-            o->lost = 1;
-        }
-        pending += pipe_pending(o);
-    }
-    return pending;
-}
-
-/* Run the batch on a failover handle, reconnecting between exchanges. */
-static int pipe_run_failover(muster_pipeline *p, uint64_t deadline)
-{
-    muster_t *m = p->m;
-    int rc = MUSTER_ECONN;
-    for (unsigned round = 0; round < FAILOVER_MAX_RESENDS; round++) {
-        rc = failover_ready(m, deadline);
-        if (rc != MUSTER_OK)
-            return rc;
-        rc = pipe_exchange(p, deadline);
-        if (rc != MUSTER_OK && !failover_lost(m))
-            return rc;
-        char leader[256] = "";
-        if (pipe_settle(p, leader, sizeof leader) == 0)
-            return MUSTER_OK;
-        if (leader[0] && !m->broken)
-            failover_redirect(m, leader);
-        if (deadline_left(deadline) == 0)
-            return rc == MUSTER_OK ? MUSTER_ETIMEDOUT : rc;
-    }
-    return rc == MUSTER_OK ? MUSTER_ECONN : rc;
-}
-
-/* Send every op and wait for all answers under one deadline. */
+/* Send every op and wait for all answers under one deadline.  Each op is a
+ * call in flight (flight.c), so a failover handle sends again what is safe
+ * to, and an unanswered add comes back lost (MUSTER_ECONN). */
 int muster_pipeline_run(muster_pipeline *p, uint32_t timeout_ms)
 {
     if (!p || p->ran)
         return MUSTER_EINVAL;
     muster_t *m = p->m;
-    if (m->broken && !m->url.failover)
-        return error_set(m, MUSTER_ECONN, "connection unusable after an earlier error");
     p->ran = 1;
-    uint64_t deadline = deadline_after((uint64_t)call_timeout(m, timeout_ms) + CALL_GRACE_MS);
-    p->run_rc = m->url.failover ? pipe_run_failover(p, deadline) : pipe_exchange(p, deadline);
-    return p->run_rc;
+    uint32_t t = call_timeout(m, timeout_ms);
+    int rc = MUSTER_OK;
+    for (size_t i = 0; i < p->n && rc == MUSTER_OK; i++) {
+        p->ops[i].pending = &p->pending;
+        flight_lock(m);
+        p->pending++;
+        flight_unlock(m);
+        rc = pipe_submit(m, &p->ops[i], t);
+        if (rc != MUSTER_OK)
+            flight_signal(m, &p->pending);
+    }
+    flight_wait(m, pipe_ready, p, 0);
+    /* The run fails with the first transport error among the ops (a refused submit included). */
+    for (size_t i = 0; i < p->n && rc == MUSTER_OK; i++)
+        rc = p->ops[i].rc;
+    p->run_rc = rc;
+    return rc;
 }
 
 /* The outcome of op i after a run, as a muster_err. */
@@ -263,7 +219,7 @@ int muster_pipeline_result(const muster_pipeline *p, size_t i, const void **valu
     if (o->lost)
         return MUSTER_ECONN;
     if (!o->resp)
-        return p->run_rc;
+        return o->rc ? o->rc : p->run_rc;
     /* A delete of an absent key is not a failure (see muster_delete). */
     if (o->op == MUSTER__REQUEST__OP_DELETE && (o->status == MUSTER_OK || o->status == MUSTER_ENOTFOUND)) {
         if (number)

@@ -199,6 +199,12 @@ ssize_t tls_send(muster_t *m, const void *buf, size_t n)
     return r;
 }
 
+/* Whether OpenSSL holds decrypted bytes not yet read (0 without TLS). */
+int tls_pending(const muster_t *m)
+{
+    return m->tls && SSL_pending(m->tls) > 0;
+}
+
 /* sock_wait for m's socket, answering POLLIN at once while OpenSSL holds decrypted bytes. */
 int tls_wait(muster_t *m, short events, uint64_t deadline)
 {

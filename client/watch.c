@@ -6,6 +6,8 @@
  * the id it was given; an unwatch forgets the record first, so a
  * reconnect does not bring the watch back.
  */
+#include <poll.h>
+
 #include "internal.h"
 
 /* Watch keys with prefix; events arrive through muster_next_event(). */
@@ -22,10 +24,12 @@ int muster_watch(muster_t *m, const char *prefix, uint64_t *watch_id, uint32_t t
     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
     uint64_t id = rc == MUSTER_OK ? resp->watch->watch_id : 0;
     if (rc == MUSTER_OK && m->url.failover) {
+        flight_lock(m);
         rc = event_watch_add(m, prefix, id);
         id = m->watch_seq;
         if (rc != MUSTER_OK)
             error_set(m, rc, "out of memory recording a watch");
+        flight_unlock(m);
     }
     if (rc == MUSTER_OK && watch_id)
         *watch_id = id;
@@ -66,39 +70,59 @@ static int watch_unwatch_failover(muster_t *m, uint64_t watch_id, uint64_t deadl
     return rc == MUSTER_ENOTLEADER ? MUSTER_OK : rc;
 }
 
-/* Stop a watch. */
+/* Stop a watch.  The one round trip runs under the handle's lock: an
+ * unwatch must not be sent again on a new connection (the server's id
+ * would name another watch there), which a call in flight would do. */
 int muster_unwatch(muster_t *m, uint64_t watch_id, uint32_t timeout_ms)
 {
     if (!m)
         return MUSTER_EINVAL;
     uint64_t deadline = deadline_after((uint64_t)call_timeout(m, timeout_ms) + CALL_GRACE_MS);
+    int rc;
+    flight_lock(m);
     if (m->url.failover)
-        return watch_unwatch_failover(m, watch_id, deadline);
-    if (m->broken)
-        return error_set(m, MUSTER_ECONN, "connection unusable after an earlier error (%s)",
-                         muster_strerror(m->broken));
-    return watch_unwatch_once(m, watch_id, deadline);
+        rc = watch_unwatch_failover(m, watch_id, deadline);
+    else if (m->broken)
+        rc = error_set(m, MUSTER_ECONN, "connection unusable after an earlier error (%s)",
+                       muster_strerror(m->broken));
+    else
+        rc = watch_unwatch_once(m, watch_id, deadline);
+    flight_unlock(m);
+    return rc;
 }
 
-/* Next pushed event, waiting up to timeout_ms (0 = do not wait). */
+/* Whether an event waits, or the connection broke (under the lock). */
+static int watch_ready(muster_t *m, void *arg)
+{
+    (void)arg;
+    return m->ev_head || m->broken;
+}
+
+/* Next pushed event, waiting up to timeout_ms (0 = do not wait).  The wait
+ * drives the socket like any call's, so other threads' calls complete. */
 int muster_next_event(muster_t *m, muster_event **ev, uint32_t timeout_ms)
 {
     if (!m || !ev)
         return MUSTER_EINVAL;
     *ev = NULL;
-    if (!m->ev_head) {
-        uint64_t deadline = deadline_after(timeout_ms);
-        /* A failover handle reconnects (and watches again) to wait for events. */
-        if (m->url.failover && timeout_ms > 0) {
-            int rc = failover_ready(m, deadline);
-            if (rc != MUSTER_OK && !m->ev_head)
-                return rc;
-        }
-        /* A broken handle still hands out what it read before it broke
-         * (a shutdown notice typically arrives just before the close). */
-        int rc = wire_pump(m, deadline, timeout_ms > 0);
-        if (!m->ev_head)
-            return rc == MUSTER_OK ? MUSTER_ETIMEDOUT : rc;
-    }
-    return event_take(m, ev);
+    uint64_t deadline = deadline_after(timeout_ms);
+    int rc = MUSTER_OK;
+    flight_lock(m);
+    /* A failover handle reconnects (and watches again) to wait for events. */
+    if (!m->ev_head && m->url.failover && timeout_ms > 0)
+        rc = failover_ready(m, deadline);
+    flight_unlock(m);
+    if (rc == MUSTER_OK)
+        flight_handle(m, POLLIN);
+    if (rc == MUSTER_OK && timeout_ms > 0)
+        flight_wait(m, watch_ready, NULL, deadline);
+    flight_lock(m);
+    /* A broken handle still hands out what it read before it broke
+     * (a shutdown notice typically arrives just before the close). */
+    if (m->ev_head)
+        rc = event_take(m, ev);
+    else if (rc == MUSTER_OK)
+        rc = m->broken ? m->broken : MUSTER_ETIMEDOUT;
+    flight_unlock(m);
+    return rc;
 }

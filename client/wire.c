@@ -168,6 +168,13 @@ void wire_forget(muster_t *m, uint64_t id)
     wire_free(wire_unstash(m, id));
 }
 
+/* Remove and return the oldest stashed response of any id, or NULL. */
+Muster__Response *wire_take(muster_t *m)
+{
+    /* uthash iterates in insertion order, so answers come out as they arrived. */
+    return m->stash ? wire_unstash(m, m->stash->id) : NULL;
+}
+
 /* Route one frame: the response to want_id goes to *resp (returns 1), other
  * responses are stashed, events queued; returns 0, or a negative muster_err. */
 static int wire_dispatch(muster_t *m, Muster__ServerFrame *f, uint64_t want_id, Muster__Response **resp)
@@ -275,6 +282,33 @@ static int wire_write_out(muster_t *m, uint64_t deadline, int can_read)
     }
     b->off = b->len = 0;
     return MUSTER_OK;
+}
+
+/* Write what the socket takes of the output buffer without waiting; a muster_err. */
+int wire_write_some(muster_t *m)
+{
+    struct buf *b = &m->out;
+    if (m->broken)
+        return m->broken;
+    while (b->off < b->len) {
+        ssize_t n = tls_send(m, b->data + b->off, b->len - b->off);
+        if (n > 0) {
+            b->off += (size_t)n;
+            continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return MUSTER_OK;
+        if (errno != EINTR)
+            return error_break(m, MUSTER_ECONN, "write failed: %s", strerror(errno));
+    }
+    b->off = b->len = 0;
+    return MUSTER_OK;
+}
+
+/* Whether queued output waits to be written. */
+int wire_pending_out(const muster_t *m)
+{
+    return m->out.off < m->out.len;
 }
 
 /* Write the whole output buffer before deadline, reading (and stashing)

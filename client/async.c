@@ -1,0 +1,468 @@
+/*
+ * The asynchronous calls of the public API (include/muster/async.h): each
+ * builds its Request as kv.c does, submits it as a call in flight
+ * (flight.c) with a completion that turns the answer into a muster_reply
+ * for the caller's callback; the loop integration (fd, events, timeout,
+ * handle, the loop's hooks); and muster_close, which cancels the calls
+ * still in flight before freeing the handle.
+ */
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <muster/async.h>
+
+#include "internal.h"
+
+/* One submitted call's callback and what its reply needs from the request. */
+struct async_call {
+    muster_callback cb;
+    void *arg;
+    size_t n;          /* multi_get: the number of keys asked */
+    int fetch;         /* barrier: a fetch key was given */
+};
+
+/* A binary field borrowing len bytes at p. */
+static ProtobufCBinaryData async_bytes(const void *p, size_t len)
+{
+    ProtobufCBinaryData b = {len, (uint8_t *)(uintptr_t)p};
+    return b;
+}
+
+/* Whether a key list of n entries is usable (non-empty, no NULL keys). */
+static int async_keys_ok(const char *const *keys, size_t n)
+{
+    if (!keys || n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!keys[i])
+            return 0;
+    return 1;
+}
+
+/* Fill a multi_get reply's arrays (caller frees *vals and *lens); a muster_err. */
+static int async_multi(const Muster__MultiGetRes *res, size_t want, muster_reply *r, const void ***vals,
+                       size_t **lens)
+{
+    if (res->n_values != want)
+        return MUSTER_EPROTO;
+    *vals = calloc(want, sizeof **vals);
+    *lens = calloc(want, sizeof **lens);
+    if (!*vals || !*lens)
+        return MUSTER_ENOMEM;
+    for (size_t i = 0; i < want; i++) {
+        (*vals)[i] = res->values[i].data;
+        (*lens)[i] = res->values[i].len;
+    }
+    r->n = want;
+    r->values = *vals;
+    r->lens = *lens;
+    return MUSTER_OK;
+}
+
+/* Read an OK answer's fields into r. */
+static void async_fill(const struct async_call *c, const struct flight_result *fr, muster_reply *r)
+{
+    const Muster__Response *p = fr->resp;
+    switch (fr->op) {
+    case MUSTER__REQUEST__OP_GET:
+        r->value = p->get->value.data;
+        r->len = p->get->value.len;
+        break;
+    case MUSTER__REQUEST__OP_ADD:
+        r->number = p->add->value;
+        break;
+    case MUSTER__REQUEST__OP_COMPARE_SET:
+        r->value = p->compare_set->value.data;
+        r->len = p->compare_set->value.len;
+        r->number = p->compare_set->swapped;
+        break;
+    case MUSTER__REQUEST__OP_DELETE:
+        r->number = p->delete_->deleted;
+        break;
+    case MUSTER__REQUEST__OP_CHECK:
+        r->number = p->check->all_present;
+        break;
+    case MUSTER__REQUEST__OP_NUM_KEYS:
+        r->number = (int64_t)p->num_keys->count;
+        break;
+    case MUSTER__REQUEST__OP_APPEND:
+        r->number = (int64_t)p->append->length;
+        break;
+    case MUSTER__REQUEST__OP_LIST:
+        r->n = p->list->n_keys;
+        r->keys = (const char *const *)p->list->keys;
+        r->more = p->list->more;
+        break;
+    case MUSTER__REQUEST__OP_PING:
+        r->number = (int64_t)(deadline_now_us() - fr->started_us);
+        break;
+    case MUSTER__REQUEST__OP_BARRIER:
+        r->number = (int64_t)p->barrier->round;
+        r->value = c->fetch ? p->barrier->value.data : NULL;
+        r->len = c->fetch ? p->barrier->value.len : 0;
+        if (c->fetch && !p->barrier->found) {
+            r->err = MUSTER_ENOTFOUND;
+            r->detail = "the barrier was passed; the fetch key did not exist at release";
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* Completion of an asynchronous call: build its muster_reply and run the caller's callback. */
+static void async_done(muster_t *m, struct flight_result *fr, void *arg)
+{
+    struct async_call *c = arg;
+    muster_reply r;
+    memset(&r, 0, sizeof r);
+    r.err = fr->rc;
+    r.detail = fr->detail;
+    /* The proto allows either answer for an absent key (see muster_delete). */
+    if (fr->op == MUSTER__REQUEST__OP_DELETE && fr->rc == MUSTER_ENOTFOUND)
+        r.err = MUSTER_OK;
+    const void **vals = NULL;
+    size_t *lens = NULL;
+    if (fr->rc == MUSTER_OK && fr->op == MUSTER__REQUEST__OP_MULTI_GET)
+        r.err = async_multi(fr->resp->multi_get, c->n, &r, &vals, &lens);
+    else if (fr->rc == MUSTER_OK)
+        async_fill(c, fr, &r);
+    if (r.err != fr->rc && r.err != MUSTER_OK && r.detail == fr->detail)
+        r.detail = muster_strerror(r.err);
+    if (r.err == MUSTER_OK)
+        r.detail = "";
+    if (c->cb)
+        c->cb(m, &r, c->arg);
+    free(vals);
+    free(lens);
+    free(c);
+}
+
+/* Submit req with cb(arg) as its callback; n and fetch are what the reply needs to know. */
+static int async_submit(muster_t *m, Muster__Request *req, uint32_t timeout_ms, muster_callback cb, void *arg,
+                        size_t n, int fetch)
+{
+    struct async_call *c = malloc(sizeof *c);
+    if (!c)
+        return MUSTER_ENOMEM;
+    *c = (struct async_call){cb, arg, n, fetch};
+    int rc = flight_submit(m, req, timeout_ms, async_done, c);
+    if (rc != MUSTER_OK)
+        free(c);
+    return rc;
+}
+
+/* Submit a set. */
+int muster_async_set(muster_t *m, const char *key, const void *value, size_t len, uint32_t timeout_ms,
+                     muster_callback cb, void *arg)
+{
+    if (!m || !key || (!value && len))
+        return MUSTER_EINVAL;
+    Muster__SetReq op = MUSTER__SET_REQ__INIT;
+    op.key = (char *)key;
+    op.value = async_bytes(value, len);
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_SET;
+    req.set = &op;
+    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+}
+
+/* Submit a get, parked at the server until key exists when wait != 0. */
+int muster_async_get(muster_t *m, const char *key, int wait, uint32_t timeout_ms, muster_callback cb, void *arg)
+{
+    if (!m || !key)
+        return MUSTER_EINVAL;
+    uint32_t t = call_timeout(m, timeout_ms);
+    Muster__GetReq op = MUSTER__GET_REQ__INIT;
+    op.key = (char *)key;
+    op.wait = wait != 0;
+    op.timeout_ms = wait ? t : 0;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_GET;
+    req.get = &op;
+    return async_submit(m, &req, t, cb, arg, 0, 0);
+}
+
+/* Submit an add. */
+int muster_async_add(muster_t *m, const char *key, int64_t delta, uint32_t timeout_ms, muster_callback cb,
+                     void *arg)
+{
+    if (!m || !key)
+        return MUSTER_EINVAL;
+    Muster__AddReq op = MUSTER__ADD_REQ__INIT;
+    op.key = (char *)key;
+    op.delta = delta;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_ADD;
+    req.add = &op;
+    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+}
+
+/* Submit a compare_set. */
+int muster_async_compare_set(muster_t *m, const char *key, const void *expected, size_t elen, const void *desired,
+                             size_t dlen, uint32_t timeout_ms, muster_callback cb, void *arg)
+{
+    if (!m || !key || (!expected && elen) || (!desired && dlen))
+        return MUSTER_EINVAL;
+    Muster__CompareSetReq op = MUSTER__COMPARE_SET_REQ__INIT;
+    op.key = (char *)key;
+    op.expected = async_bytes(expected, elen);
+    op.desired = async_bytes(desired, dlen);
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_COMPARE_SET;
+    req.compare_set = &op;
+    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+}
+
+/* Submit a delete. */
+int muster_async_delete(muster_t *m, const char *key, uint32_t timeout_ms, muster_callback cb, void *arg)
+{
+    if (!m || !key)
+        return MUSTER_EINVAL;
+    Muster__DeleteReq op = MUSTER__DELETE_REQ__INIT;
+    op.key = (char *)key;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_DELETE;
+    req.delete_ = &op;
+    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+}
+
+/* Submit a check (wait == 0) or a wait (wait != 0) for n keys. */
+static int async_keys(muster_t *m, const char *const *keys, size_t n, int wait, uint32_t timeout_ms,
+                      muster_callback cb, void *arg)
+{
+    if (!m || !async_keys_ok(keys, n))
+        return MUSTER_EINVAL;
+    uint32_t t = call_timeout(m, timeout_ms);
+    Muster__CheckReq check = MUSTER__CHECK_REQ__INIT;
+    Muster__WaitReq w = MUSTER__WAIT_REQ__INIT;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    if (wait) {
+        w.n_keys = n;
+        w.keys = (char **)keys;
+        w.timeout_ms = t;
+        req.op_case = MUSTER__REQUEST__OP_WAIT;
+        req.wait = &w;
+    } else {
+        check.n_keys = n;
+        check.keys = (char **)keys;
+        req.op_case = MUSTER__REQUEST__OP_CHECK;
+        req.check = &check;
+    }
+    return async_submit(m, &req, t, cb, arg, 0, 0);
+}
+
+/* Submit a check of n keys. */
+int muster_async_check(muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms, muster_callback cb,
+                       void *arg)
+{
+    return async_keys(m, keys, n, 0, timeout_ms, cb, arg);
+}
+
+/* Submit a wait for n keys. */
+int muster_async_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms, muster_callback cb,
+                      void *arg)
+{
+    return async_keys(m, keys, n, 1, timeout_ms, cb, arg);
+}
+
+/* Submit a num_keys. */
+int muster_async_num_keys(muster_t *m, uint32_t timeout_ms, muster_callback cb, void *arg)
+{
+    if (!m)
+        return MUSTER_EINVAL;
+    Muster__NumKeysReq op = MUSTER__NUM_KEYS_REQ__INIT;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_NUM_KEYS;
+    req.num_keys = &op;
+    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+}
+
+/* Submit a multi_get of n keys. */
+int muster_async_multi_get(muster_t *m, const char *const *keys, size_t n, int wait, uint32_t timeout_ms,
+                           muster_callback cb, void *arg)
+{
+    if (!m || !async_keys_ok(keys, n))
+        return MUSTER_EINVAL;
+    uint32_t t = call_timeout(m, timeout_ms);
+    Muster__MultiGetReq op = MUSTER__MULTI_GET_REQ__INIT;
+    op.n_keys = n;
+    op.keys = (char **)keys;
+    op.wait = wait != 0;
+    op.timeout_ms = wait ? t : 0;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_MULTI_GET;
+    req.multi_get = &op;
+    return async_submit(m, &req, t, cb, arg, n, 0);
+}
+
+/* Submit a multi_set of n keys. */
+int muster_async_multi_set(muster_t *m, const char *const *keys, const void *const *values, const size_t *lens,
+                           size_t n, uint32_t timeout_ms, muster_callback cb, void *arg)
+{
+    if (!m || !async_keys_ok(keys, n) || !values || !lens)
+        return MUSTER_EINVAL;
+    ProtobufCBinaryData *vals = calloc(n, sizeof *vals);
+    if (!vals)
+        return MUSTER_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        vals[i] = async_bytes(values[i], lens[i]);
+    Muster__MultiSetReq op = MUSTER__MULTI_SET_REQ__INIT;
+    op.n_keys = n;
+    op.keys = (char **)keys;
+    op.n_values = n;
+    op.values = vals;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_MULTI_SET;
+    req.multi_set = &op;
+    int rc = async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+    free(vals);
+    return rc;
+}
+
+/* Submit an append. */
+int muster_async_append(muster_t *m, const char *key, const void *value, size_t len, uint32_t timeout_ms,
+                        muster_callback cb, void *arg)
+{
+    if (!m || !key || (!value && len))
+        return MUSTER_EINVAL;
+    Muster__AppendReq op = MUSTER__APPEND_REQ__INIT;
+    op.key = (char *)key;
+    op.value = async_bytes(value, len);
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_APPEND;
+    req.append = &op;
+    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+}
+
+/* Submit a list of one page. */
+int muster_async_list(muster_t *m, const char *prefix, const char *after, uint32_t limit, uint32_t timeout_ms,
+                      muster_callback cb, void *arg)
+{
+    if (!m)
+        return MUSTER_EINVAL;
+    Muster__ListReq op = MUSTER__LIST_REQ__INIT;
+    op.prefix = (char *)(prefix ? prefix : "");
+    op.after = (char *)(after ? after : "");
+    op.limit = limit;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_LIST;
+    req.list = &op;
+    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+}
+
+/* Submit a ping. */
+int muster_async_ping(muster_t *m, uint32_t timeout_ms, muster_callback cb, void *arg)
+{
+    if (!m)
+        return MUSTER_EINVAL;
+    Muster__PingReq op = MUSTER__PING_REQ__INIT;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_PING;
+    req.ping = &op;
+    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+}
+
+/* Submit a barrier arrival, optionally fetching a key at release. */
+int muster_async_barrier(muster_t *m, const char *name, uint32_t count, const char *fetch_key, uint32_t timeout_ms,
+                         muster_callback cb, void *arg)
+{
+    if (!m || !name || count == 0)
+        return MUSTER_EINVAL;
+    uint32_t t = call_timeout(m, timeout_ms);
+    Muster__BarrierReq op = MUSTER__BARRIER_REQ__INIT;
+    op.name = (char *)name;
+    op.count = count;
+    op.timeout_ms = t;
+    op.fetch = (char *)(fetch_key ? fetch_key : "");
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_BARRIER;
+    req.barrier = &op;
+    return async_submit(m, &req, t, cb, arg, 0, fetch_key != NULL);
+}
+
+/* Attach a loop's hooks to m (NULL detaches the current ones). */
+int muster_async_attach(muster_t *m, const muster_loop *loop, void *arg)
+{
+    if (!m || (loop && !loop->update))
+        return MUSTER_EINVAL;
+    flight_lock(m);
+    void (*old_detach)(void *) = m->loop_detach;
+    void *old_arg = m->loop_arg;
+    m->loop_update = loop ? loop->update : NULL;
+    m->loop_detach = loop ? loop->detach : NULL;
+    m->loop_arg = arg;
+    /* Nothing matches this, so the next step tells the new loop everything. */
+    m->loop_fd = -2;
+    flight_unlock(m);
+    if (old_detach)
+        old_detach(old_arg);
+    if (loop)
+        flight_handle(m, 0);
+    return MUSTER_OK;
+}
+
+/* The socket to wait on (-1 while there is none). */
+int muster_async_fd(muster_t *m)
+{
+    if (!m)
+        return -1;
+    int fd, ms;
+    short ev;
+    flight_wants(m, &fd, &ev, &ms);
+    return fd;
+}
+
+/* The MUSTER_ASYNC_* events the handle waits for now. */
+int muster_async_events(muster_t *m)
+{
+    if (!m)
+        return 0;
+    int fd, ms;
+    short ev;
+    flight_wants(m, &fd, &ev, &ms);
+    return ((ev & POLLIN) ? MUSTER_ASYNC_READ : 0) | ((ev & POLLOUT) ? MUSTER_ASYNC_WRITE : 0);
+}
+
+/* Milliseconds until muster_async_handle is due without an event. */
+int muster_async_timeout(muster_t *m)
+{
+    if (!m)
+        return -1;
+    int fd, ms;
+    short ev;
+    flight_wants(m, &fd, &ev, &ms);
+    return ms;
+}
+
+/* Do the work events allow and run the completed calls' callbacks. */
+int muster_async_handle(muster_t *m, int events)
+{
+    if (!m)
+        return MUSTER_EINVAL;
+    short rev = (short)(((events & MUSTER_ASYNC_READ) ? POLLIN : 0) | ((events & MUSTER_ASYNC_WRITE) ? POLLOUT : 0));
+    flight_handle(m, rev);
+    flight_lock(m);
+    int rc = m->broken;
+    flight_unlock(m);
+    return rc;
+}
+
+/* Close the connection and free the handle; NULL is a no-op.  Calls still
+ * in flight complete first, with MUSTER_ECANCELED, on this thread. */
+void muster_close(muster_t *m)
+{
+    if (!m)
+        return;
+    flight_cancel_all(m);
+    flight_lock(m);
+    void (*detach)(void *) = m->loop_detach;
+    void *arg = m->loop_arg;
+    m->loop_update = NULL;
+    m->loop_detach = NULL;
+    flight_unlock(m);
+    if (detach)
+        detach(arg);
+    conn_free(m);
+}
