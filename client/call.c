@@ -7,6 +7,7 @@
  * socket or sleeps while another thread drives it, so threads that share
  * a handle do not hold each other up.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -34,7 +35,7 @@ static void call_done(muster_t *m, struct flight_result *r, void *arg)
         s->resp = r->resp;
         r->resp = NULL;
     }
-    memcpy(s->detail, r->detail, sizeof s->detail);
+    snprintf(s->detail, sizeof s->detail, "%s", r->detail);
     flight_signal(m, &s->pending);
 }
 

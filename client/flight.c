@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -135,7 +136,7 @@ static void flight_finish(muster_t *m, struct flight *f, int rc, Muster__Respons
     f->res.answered = resp != NULL;
     f->res.op = f->op;
     f->res.started_us = f->started_us;
-    memcpy(f->detail, rc == MUSTER_OK ? "" : m->last_error, sizeof f->detail);
+    snprintf(f->detail, sizeof f->detail, "%s", rc == MUSTER_OK ? "" : m->last_error);
     f->res.detail = f->detail;
     if (m->done_tail)
         m->done_tail->next = f;
