@@ -27,7 +27,7 @@ static const struct status_row status_rows[] = {
     {MUSTER_ENOMEM, "CLIENT_ENOMEM", "out of memory", 0},
     {MUSTER_EURL, "CLIENT_EURL", "the store URL is malformed", 0},
     {MUSTER_ENCCL, "CLIENT_ENCCL", "NCCL or CUDA reported an error", 0},
-    {MUSTER_ECANCELED, "CLIENT_ECANCELED", "canceled by a membership change", 1},
+    {MUSTER_ECANCELED, "CLIENT_ECANCELED", "canceled by a membership change or by closing the handle", 1},
 };
 
 /* The row for code, or NULL when the code is unknown. */

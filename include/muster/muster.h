@@ -4,9 +4,16 @@
  * Handles: a muster_t is one connection to one musterd namespace.  Create it
  * with muster_connect(), free it with muster_close() (NULL is fine).
  *
- * Threads: a handle may be used by one thread at a time; the library has no
- * global state, so separate handles in separate threads need no locking.
- * Open one handle per thread that blocks on the store.
+ * Threads: a handle is safe to share between threads, and the library has
+ * no global state.  Calls on one handle are in flight together (requests
+ * carry ids): a thread blocked in a wait or a barrier does not delay
+ * another thread's set on the same handle, because the waiting thread
+ * reads the socket without holding the handle and completes the other
+ * calls as their answers arrive.  muster_last_error() is the handle's
+ * latest failure, whichever thread's it was.  muster_close() must be the
+ * last call, made when no other thread uses the handle.  Every call here
+ * also has an asynchronous form that completes through a callback:
+ * muster/async.h.
  *
  * Errors: every function returns a muster_err (MUSTER_OK = 0) or, where it
  * returns a pointer, NULL with the reason in *err.  muster_strerror() gives a
@@ -26,9 +33,10 @@
  *
  * Broken handles: when the connection is lost (MUSTER_ECONN), the server
  * sends something unparseable (MUSTER_EPROTO), or the client's own deadline
- * passes before the server answered (MUSTER_ETIMEDOUT, the reply may still
- * be in flight so request and reply would no longer line up), the handle
- * becomes unusable: every later call returns MUSTER_ECONN.  muster_broken()
+ * passes before the server answered (MUSTER_ETIMEDOUT: a server that did
+ * not answer within the extra second is not trusted), the handle becomes
+ * unusable: the other calls in flight complete with the same error and
+ * every later call returns MUSTER_ECONN.  muster_broken()
  * tells which case a MUSTER_ETIMEDOUT was.  Close the handle and connect
  * again; without failover (below) the library never reconnects behind the
  * caller's back, because the server ties watches and rendezvous membership
@@ -113,7 +121,8 @@ typedef enum muster_err {
     MUSTER_ENOMEM = 103,      /* allocation failed */
     MUSTER_EURL = 104,        /* the store URL could not be parsed */
     MUSTER_ENCCL = 105,       /* NCCL or CUDA failed (libmuster-nccl) */
-    MUSTER_ECANCELED = 106,   /* aborted by a membership event (libmuster-nccl) */
+    MUSTER_ECANCELED = 106,   /* aborted by a membership event (libmuster-nccl), or the handle was
+                               * closed with the call in flight (muster/async.h) */
 } muster_err;
 
 /* A static, never-NULL description of an error code. */
@@ -213,7 +222,8 @@ typedef struct muster_opts {
 MUSTER_API muster_t *muster_connect(const char *url, int *err);
 /* As muster_connect with explicit options (opts may be NULL). */
 MUSTER_API muster_t *muster_connect_opts(const char *url, const muster_opts *opts, int *err);
-/* Close the connection and free the handle; NULL is a no-op. */
+/* Close the connection and free the handle; NULL is a no-op.  Asynchronous
+ * calls still in flight complete first, with MUSTER_ECANCELED. */
 MUSTER_API void muster_close(muster_t *m);
 
 /* The detail for the last failed call on m: the server's message, or the
