@@ -5,9 +5,13 @@
  * on set/get goes on by itself on the new leader, an add in flight is
  * reported retryable and not repeated, and a wait parked on the old leader
  * is re-issued and completes when its key is set on the new one, and a
- * watch is registered again under the id the caller holds.  Skipped
- * without etcd.
+ * watch is registered again under the id the caller holds.  The same with
+ * asynchronous calls in flight on one handle: a parked get and a set are
+ * sent again, an add comes back MUSTER_ECONN, undecided.  Skipped without
+ * etcd.
  */
+#include <muster/adapters/poll.h>
+#include <muster/async.h>
 #include <muster/muster.h>
 #include <pthread.h>
 #include <signal.h>
@@ -168,6 +172,33 @@ static void *add_main(void *arg)
     return NULL;
 }
 
+/* One asynchronous call's outcome (t_kill_leader's handle x). */
+struct outcome {
+    int done;
+    int err;
+    char value[32];
+};
+
+/* Keep an asynchronous call's outcome. */
+static void outcome_cb(muster_t *m, const muster_reply *r, void *arg)
+{
+    struct outcome *o = arg;
+    (void)m;
+    o->done = 1;
+    o->err = r->err;
+    if (r->value)
+        snprintf(o->value, sizeof o->value, "%.*s", (int)r->len, (const char *)r->value);
+}
+
+/* Drive m through the poll adapter until o is done or ms pass; 1 when done. */
+static int drive_until(muster_t *m, const struct outcome *o, int64_t ms)
+{
+    int64_t until = h_now_ms() + ms;
+    while (!o->done && h_now_ms() < until)
+        muster_poll_once(m, 50);
+    return o->done;
+}
+
 /* Run the CLI's get on URL; 0 when it printed want. */
 static int cli_get(const char *url, const char *key, const char *want)
 {
@@ -233,15 +264,18 @@ static void t_kill_leader(void *unused)
     struct looper l = {0};
     struct waiter w = {0};
     struct adder a = {0};
+    struct outcome xget = {0}, xset = {0}, xadd = {0};
     uint64_t wid = 0;
     muster_t *pre = connect_both();
     muster_t *watcher = connect_both();
+    muster_t *x = connect_both();
     l.m = connect_both();
     w.m = connect_both();
     a.m = connect_both();
-    if (!pre || !l.m || !w.m || !a.m || !watcher)
+    if (!pre || !l.m || !w.m || !a.m || !watcher || !x)
         goto out;
     CHECK_EQ(muster_watch(watcher, "w/", &wid, 0), MUSTER_OK);
+    CHECK_EQ(muster_async_get(x, "late", 1, 20000, outcome_cb, &xget), MUSTER_OK);
     CHECK_EQ(hc_set_str(pre, "acked", "before"), MUSTER_OK);
     pthread_t lt, wt, at;
     pthread_create(&lt, NULL, loop_main, &l);
@@ -253,6 +287,8 @@ static void t_kill_leader(void *unused)
 
     /* Stop the leader, send the add into it, then kill it with the add unread. */
     kill(da.pid, SIGSTOP);
+    CHECK_EQ(muster_async_set(x, "xset", "1", 1, CALL_MS, outcome_cb, &xset), MUSTER_OK);
+    CHECK_EQ(muster_async_add(x, "xctr", 1, CALL_MS, outcome_cb, &xadd), MUSTER_OK);
     pthread_create(&at, NULL, add_main, &a);
     int64_t until = h_now_ms() + 2000;
     while (!(a.started && unread_at(da.port)) && h_now_ms() < until)
@@ -283,11 +319,23 @@ static void t_kill_leader(void *unused)
     CHECK_EQ(muster_add(a.m, "ctr", 1, &n, CALL_MS), MUSTER_OK); /* the caller's own retry */
     CHECK_EQ(n, 1);
 
-    /* The parked wait was re-issued on the new leader and completes when the key is set there. */
+    /* The asynchronous handle: its set is sent again, its add reported undecided and not repeated. */
+    CHECK(drive_until(x, &xset, TTL_MS + 1000 + BACKOFF_CAP_MS + 3000));
+    CHECK(drive_until(x, &xadd, 2000));
+    CHECK_EQ(xset.err, MUSTER_OK);
+    CHECK_EQ(xadd.err, MUSTER_ECONN);
+    HC_EXPECT(pre, "xset", "1");
+    HC_EXPECT(pre, "xctr", NULL);
+    CHECK_EQ(xget.done, 0);
+
+    /* The parked waits (sync and async) were re-issued on the new leader and complete when the key is set there. */
     CHECK_EQ(hc_set_str(pre, "late", "here"), MUSTER_OK);
     pthread_join(wt, NULL);
     CHECK_EQ(w.rc, MUSTER_OK);
     CHECK_STR(w.value, "here");
+    CHECK(drive_until(x, &xget, 5000));
+    CHECK_EQ(xget.err, MUSTER_OK);
+    CHECK_STR(xget.value, "here");
 
     /* The watch follows the handle to the new leader, under the same id. */
     muster_event *ev = NULL;
@@ -342,6 +390,7 @@ static void t_kill_leader(void *unused)
         CHECK_EQ(l.unreplicated, 0);
     }
 out:
+    muster_close(x);
     muster_close(watcher);
     muster_close(pre);
     muster_close(l.m);
