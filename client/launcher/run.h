@@ -10,6 +10,9 @@
 
 #include <muster/rdzv.h>
 
+#include "run_policy.h"
+#include "run_relay.h"
+
 /* Launcher messages all start with this, on stderr. */
 #define RUN_TAG "muster run: "
 
@@ -93,8 +96,9 @@ pid_t run_proc_fork(void);
 int run_proc_through(int prefix, int tty);
 /* Start n workers of the assignment running argv; returns 0, or -1 when none could start. */
 int run_proc_start(struct run_workers *ws, int n, int prefix, const struct run_env *env, char *const *argv);
-/* Reap every worker that has exited; returns how many were reaped now. */
-int run_proc_reap(struct run_workers *ws);
+/* Reap every worker that has exited, calling on_exit(arg, w) for each (on_exit may be NULL); returns how
+ * many were reaped now. */
+int run_proc_reap(struct run_workers *ws, void (*on_exit)(void *arg, const struct run_worker *w), void *arg);
 /* Send sig to the process group of every running worker. */
 void run_proc_signal(struct run_workers *ws, int sig);
 /* Add the open output pipes to pfd (room for 2*n entries); returns the count added. */
@@ -146,5 +150,34 @@ int run_standalone_start(struct run_server *s, uint32_t timeout_ms);
 int run_standalone_died(struct run_server *s);
 /* Stop the private musterd and remove its directory; safe to call twice. */
 void run_standalone_stop(struct run_server *s);
+
+/* Launcher state for one run: the command line, the store handle, this generation's workers and relay, and
+ * the policy that decides (run_policy.h); the effects layer (run_effects.c) acts on it. */
+struct run_ctx {
+    struct run_cfg cfg;
+    const char *url;
+    char url_buf[600];
+    char node_id[128];
+    muster_url u;
+    struct run_server server;
+    muster_t *m;
+    muster_assignment *a;
+    struct run_workers ws;
+    struct run_policy pol;
+    uint64_t done_watch;       /* the watch on this generation's done key, 0 when none */
+    int conn_lost;             /* the handle is unusable: reconnect before joining */
+    int server_died;           /* the private musterd exited: no reconnect */
+    struct run_relay relay;    /* this generation's TCPStore relay (run_relay.c) */
+    char run_id[256];          /* TORCHELASTIC_RUN_ID */
+    char error_dir[256];       /* the run's directory: the workers' TORCHELASTIC_ERROR_FILE files */
+    char **argv0;              /* PROG ARGS... as given (cfg.argv may be a vector of its own) */
+};
+
+/* Route SIGCHLD, SIGINT and SIGTERM to the self-pipe; returns its read end or -1. */
+int run_effects_signals_init(void);
+/* Let the signal handler stop the private musterd s (NULL: there is none any more). */
+void run_effects_server(const struct run_server *s);
+/* Join, run and re-form generations as the policy decides until it ends the run; returns the exit status. */
+int run_effects_drive(struct run_ctx *c, int rfd);
 
 #endif

@@ -283,8 +283,9 @@ static int run_proc_code(int st)
     return 1;
 }
 
-/* Reap every worker that has exited; returns how many were reaped now. */
-int run_proc_reap(struct run_workers *ws)
+/* Reap every worker that has exited, calling on_exit(arg, w) for each (on_exit may be NULL); returns how
+ * many were reaped now. */
+int run_proc_reap(struct run_workers *ws, void (*on_exit)(void *arg, const struct run_worker *w), void *arg)
 {
     int reaped = 0;
     for (int i = 0; i < ws->n; i++) {
@@ -302,6 +303,8 @@ int run_proc_reap(struct run_workers *ws)
             ws->first_failure = w->status;
             ws->first_signal = w->sig;
         }
+        if (on_exit)
+            on_exit(arg, w);
     }
     return reaped;
 }
