@@ -1,10 +1,11 @@
 """muster.Client: the key-value store, barriers and watches of one musterd
 namespace, over one libmuster connection.
 
-Threads: a Client is one connection, as in C.  Calls from several threads
-are safe but take turns (a lock per Client), so a blocking get or wait holds
-the connection until it returns; open one Client per thread that blocks.
-Every call that talks to the server releases the GIL.
+Threads: a Client is one connection, as in C, and threads may share it.
+Calls from several threads are in flight together: a thread blocked in a
+get, wait or barrier does not hold up another thread's set.  Every call
+that talks to the server releases the GIL.  close() waits for the calls
+other threads have in progress.
 
 Timeouts are seconds (int or float) or datetime.timedelta; None means the
 client's default (the ``timeout`` given to connect(), else the URL's

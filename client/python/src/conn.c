@@ -8,8 +8,9 @@
 #include <string.h>
 
 /* Log callback: remember warnings and errors, for a failed connect's
- * detail.  It runs without the GIL, from the thread holding the Conn's lock
- * (or connecting it), so the line needs no lock of its own. */
+ * detail.  It runs without the GIL, under the handle's own lock (or while
+ * connecting, on the one thread that connects), so the line needs no lock
+ * of its own. */
 static void conn_log_fn(void *arg, int level, const char *msg)
 {
     ConnObject *c = arg;
@@ -49,41 +50,71 @@ static int conn_init(ConnObject *c, PyObject *args, PyObject *kw)
     return 0;
 }
 
-/* Conn.__new__: the object with its lock and no handle yet. */
+/* Conn.__new__: the object with its use count and no handle yet. */
 static PyObject *conn_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     (void)args, (void)kw;
     ConnObject *c = (ConnObject *)type->tp_alloc(type, 0);
     if (!c)
         return NULL;
-    c->lock = PyThread_allocate_lock();
-    if (!c->lock) {
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
         Py_DECREF(c);
         return PyErr_NoMemory();
     }
+    if (pthread_cond_init(&c->idle, NULL) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        Py_DECREF(c);
+        return PyErr_NoMemory();
+    }
+    c->sync_ready = 1;
     return (PyObject *)c;
 }
 
-/* Close the handle (waiting for a call in progress on another thread). */
+/* The handle of c, counted as in use until conn_leave (NULL when closed). */
+muster_t *conn_enter(ConnObject *c)
+{
+    pthread_mutex_lock(&c->mu);
+    muster_t *m = c->m;
+    if (m)
+        c->users++;
+    pthread_mutex_unlock(&c->mu);
+    return m;
+}
+
+/* End a use that conn_enter began. */
+void conn_leave(ConnObject *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (--c->users == 0)
+        pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Close the handle once the calls inside it (on other threads) returned:
+ * libmuster frees a handle only when nobody uses it. */
 static void conn_close_handle(ConnObject *c)
 {
-    if (!c->lock)
+    if (!c->sync_ready)
         return;
     muster_t *m;
-    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(c->lock, WAIT_LOCK);
+    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&c->mu);
     m = c->m;
     c->m = NULL;
-    PyThread_release_lock(c->lock);
+    while (c->users > 0)
+        pthread_cond_wait(&c->idle, &c->mu);
+    pthread_mutex_unlock(&c->mu);
     muster_close(m);
     Py_END_ALLOW_THREADS
 }
 
-/* Free: close the handle, then the lock. */
+/* Free: close the handle, then the use count's lock. */
 static void conn_dealloc(ConnObject *c)
 {
     conn_close_handle(c);
-    if (c->lock)
-        PyThread_free_lock(c->lock);
+    if (c->sync_ready) {
+        pthread_cond_destroy(&c->idle);
+        pthread_mutex_destroy(&c->mu);
+    }
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -415,14 +446,14 @@ static PyObject *conn_info(ConnObject *c, PyObject *noargs)
     (void)noargs;
     int broken = MUSTER_ECONN, fd = -1;
     unsigned long long session = 0, max_value = 0;
-    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(c->lock, WAIT_LOCK);
-    if (c->m) {
-        broken = muster_broken(c->m);
-        fd = muster_fd(c->m);
-        session = muster_session_id(c->m);
-        max_value = muster_max_value(c->m);
+    Py_BEGIN_ALLOW_THREADS muster_t *m = conn_enter(c);
+    if (m) {
+        broken = muster_broken(m);
+        fd = muster_fd(m);
+        session = muster_session_id(m);
+        max_value = muster_max_value(m);
+        conn_leave(c);
     }
-    PyThread_release_lock(c->lock);
     Py_END_ALLOW_THREADS return Py_BuildValue("{s:i,s:i,s:K,s:K}", "broken", broken, "fd", fd, "session_id",
                                               session, "max_value", max_value);
 }

@@ -1,8 +1,9 @@
 /*
  * muster._core: the CPython binding over libmuster.  One Conn object owns
- * one muster_t handle; a lock per object serialises the threads that share
- * it (libmuster allows one thread per handle at a time), and every call
- * that may block runs with the GIL released.  Exceptions are the classes of
+ * one muster_t handle, which libmuster lets threads share: calls from
+ * several Python threads run at once, each with the GIL released (a thread
+ * blocked in a get does not hold up another thread's set).  The Conn only
+ * counts the calls inside the handle, so that close() waits for them.  Exceptions are the classes of
  * muster/errors.py, handed to the module at import (_set_errors).
  */
 #ifndef MUSTER_PY_CORE_H
@@ -10,7 +11,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <pythread.h>
+#include <pthread.h>
 
 #include <muster/muster.h>
 #include <muster/rdzv.h>
@@ -18,12 +19,16 @@
 /* Room for a server or library detail message copied out of a handle. */
 #define CORE_DETAIL_MAX 512
 
-/* A connection: the handle, the lock that serialises its users, and the
- * last diagnostic the library logged while connecting. */
+/* A connection: the handle, the count of calls inside it (under mu; idle
+ * is signalled when it drops to 0), and the last diagnostic the library
+ * logged while connecting. */
 typedef struct {
     PyObject_HEAD
     muster_t *m;
-    PyThread_type_lock lock;
+    pthread_mutex_t mu;
+    pthread_cond_t idle;
+    int users;
+    int sync_ready;     /* mu and idle were made */
     /* The last warning libmuster logged: the handle keeps its log callback
      * for life, so the line lives here, not on conn_init's stack. */
     char log_line[CORE_DETAIL_MAX];
@@ -34,13 +39,18 @@ extern PyTypeObject Conn_Type;
 /* Raise the exception class registered for err with detail; returns NULL. */
 PyObject *core_raise(int err, const char *detail);
 
-/* Run expr (which may use m = c->m) under c's lock with the GIL released;
- * rc gets its result, detail the handle's last error when it failed.  A
- * closed Conn answers MUSTER_ECONN without calling. */
+/* The handle of c, counted as in use until conn_leave (NULL when closed). */
+muster_t *conn_enter(ConnObject *c);
+/* End a use that conn_enter began. */
+void conn_leave(ConnObject *c);
+
+/* Run expr (which may use m, c's handle) with the GIL released; rc gets its
+ * result, detail the handle's last error when it failed (on a handle shared
+ * by threads, possibly another thread's).  A closed Conn answers
+ * MUSTER_ECONN without calling. */
 #define CONN_CALL(c, rc, detail, expr)                                                  \
     do {                                                                                \
-        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock((c)->lock, WAIT_LOCK);             \
-        muster_t *m = (c)->m;                                                           \
+        Py_BEGIN_ALLOW_THREADS muster_t *m = conn_enter(c);                             \
         if (!m) {                                                                       \
             (rc) = MUSTER_ECONN;                                                        \
             snprintf((detail), sizeof(detail), "the client is closed");                 \
@@ -48,8 +58,8 @@ PyObject *core_raise(int err, const char *detail);
             (rc) = (expr);                                                              \
             if ((rc) != MUSTER_OK)                                                      \
                 snprintf((detail), sizeof(detail), "%s", muster_last_error(m));         \
+            conn_leave(c);                                                              \
         }                                                                               \
-        PyThread_release_lock((c)->lock);                                               \
         Py_END_ALLOW_THREADS                                                            \
     } while (0)
 

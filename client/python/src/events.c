@@ -40,9 +40,10 @@ PyObject *conn_unwatch(ConnObject *c, PyObject *args)
 static int conn_quiet(ConnObject *c)
 {
     int broken;
-    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(c->lock, WAIT_LOCK);
-    broken = c->m ? muster_broken(c->m) : MUSTER_ECONN;
-    PyThread_release_lock(c->lock);
+    Py_BEGIN_ALLOW_THREADS muster_t *m = conn_enter(c);
+    broken = m ? muster_broken(m) : MUSTER_ECONN;
+    if (m)
+        conn_leave(c);
     Py_END_ALLOW_THREADS return broken == MUSTER_OK;
 }
 
@@ -73,9 +74,10 @@ PyObject *conn_events_dropped(ConnObject *c, PyObject *noargs)
 {
     (void)noargs;
     unsigned long long n = 0;
-    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(c->lock, WAIT_LOCK);
-    n = c->m ? muster_events_dropped(c->m) : 0;
-    PyThread_release_lock(c->lock);
+    Py_BEGIN_ALLOW_THREADS muster_t *m = conn_enter(c);
+    n = m ? muster_events_dropped(m) : 0;
+    if (m)
+        conn_leave(c);
     Py_END_ALLOW_THREADS return PyLong_FromUnsignedLongLong(n);
 }
 
@@ -163,8 +165,9 @@ PyObject *conn_heartbeat_interval(ConnObject *c, PyObject *noargs)
 {
     (void)noargs;
     unsigned int ms = 0;
-    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(c->lock, WAIT_LOCK);
-    ms = c->m ? muster_rdzv_heartbeat_interval(c->m) : 0;
-    PyThread_release_lock(c->lock);
+    Py_BEGIN_ALLOW_THREADS muster_t *m = conn_enter(c);
+    ms = m ? muster_rdzv_heartbeat_interval(m) : 0;
+    if (m)
+        conn_leave(c);
     Py_END_ALLOW_THREADS return PyLong_FromUnsignedLong(ms);
 }

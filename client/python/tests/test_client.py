@@ -220,6 +220,43 @@ def test_threads_share_one_client(url):
         assert c.add("ctr", 0) == 800
 
 
+def test_set_beside_blocked_get_on_one_client(url):
+    with muster.connect(url, timeout=10) as c:
+        got = []
+        t = threading.Thread(target=lambda: got.append(c.get("shared/k", wait=True, timeout=10)))
+        t.start()
+        time.sleep(0.2)  # the get is parked at the server
+        slowest = 0.0
+        for i in range(20):
+            start = time.monotonic()
+            c.set("shared/%d" % i, "v")
+            slowest = max(slowest, time.monotonic() - start)
+        assert slowest < 0.5  # not held up by the blocked get on the other thread
+        c.set("shared/k", "released")
+        t.join(10)
+        assert got == [b"released"]
+
+
+def test_close_waits_for_blocked_call_on_other_thread(url):
+    c = muster.connect(url, timeout=10)
+    errors = []
+
+    def blocked():
+        try:
+            c.get("never/k", wait=True, timeout=0.5)
+        except muster.Timeout as e:
+            errors.append(e)
+
+    t = threading.Thread(target=blocked)
+    t.start()
+    time.sleep(0.1)
+    c.close()  # returns once the get timed out
+    t.join(5)
+    assert len(errors) == 1
+    with pytest.raises(muster.ConnectionLost):
+        c.set("k", "v")
+
+
 def test_errors_unauthenticated_limit_badurl(start_daemon):
     d = start_daemon("--token", "secure=s3cret", "--max-value", "1024", "--auth-backoff", "0")
     with pytest.raises(muster.Unauthenticated) as ei:
