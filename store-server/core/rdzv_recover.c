@@ -152,9 +152,16 @@ static void rdzv_recover_close(struct rdzv *rz, int at_deadline)
 {
     uint64_t prev = rz->generation;
     rz->rec_closing = 1; /* the losses below must not re-enter; rec_open keeps the open round waiting */
-    for (size_t i = 0; at_deadline && i < rz->members.n; i++) {
+    /* Whoever is not in the round now is excluded, and listed: at the deadline those that did not join;
+     * and at any time those whose connection is closing but not yet released (a later turn would find
+     * them no longer members and the list would leave them out). */
+    for (size_t i = rz->members.n; i-- > 0;) {
         struct rdzv_node *m = rz->members.v[i];
-        if (!m->lost && m->queue != RDZV_Q_RECOVER)
+        if (m->lost || m->queue == RDZV_Q_RECOVER)
+            continue;
+        if (!m->owner.ops->live(m->owner.arg))
+            rdzv_lose(rz, m, m->id, "closed its connection");
+        else if (at_deadline)
             rdzv_lose(rz, m, m->id, "did not join the recovery round within --recovery-timeout");
     }
     struct rdzv_set next = {0};
