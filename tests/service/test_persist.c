@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <muster/rdzv.h>
@@ -37,6 +38,76 @@ static uint64_t one_node_generation(muster_t *m)
     uint64_t g = muster_rdzv_join(m, &o, &a, 5000) == MUSTER_OK ? a->generation : 0;
     muster_assignment_free(a);
     return g;
+}
+
+/* Wait up to 5 s for a MEMBER_LOST event of generation gen on m; 1 when it came. */
+static int await_member_lost(muster_t *m, uint64_t gen)
+{
+    for (int64_t end = h_now_ms() + 5000; h_now_ms() < end;) {
+        muster_event *ev = NULL;
+        if (muster_next_event(m, &ev, 100) != MUSTER_OK)
+            continue;
+        int hit = ev->kind == MUSTER_EVENT_MEMBER_LOST && ev->generation == gen;
+        muster_event_free(ev);
+        if (hit)
+            return 1;
+    }
+    return 0;
+}
+
+/* A generation formed by a recovery round is logged like any other: after a restart the next one is
+ * newer, never the recovered number again. */
+static void t_recovery_restart(void *arg)
+{
+    (void)arg;
+    struct h_daemon d;
+    if (hd_spawn(&d, datadir, NULL) != 0) {
+        CHECK(!"daemon started");
+        return;
+    }
+    muster_t *a = hc_connect(&d, "jr", NULL), *b = hc_connect(&d, "jr", NULL);
+    muster_rdzv_opts o = {.node_id = "a", .local_world_size = 1, .min_nodes = 1, .max_nodes = 2, .last_call_ms = 5000};
+    muster_rdzv_opts ob = o;
+    ob.node_id = "b";
+    muster_assignment *ga = NULL, *gb = NULL, *next = NULL;
+    if (!a || !b)
+        goto out;
+    /* b joins first and waits; a's join closes the round at max_nodes. */
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(0);
+        _exit(muster_rdzv_join(b, &ob, &gb, 10000) == MUSTER_OK ? 0 : 1);
+    }
+    CHECK_EQ(muster_rdzv_join(a, &o, &ga, 10000), MUSTER_OK);
+    int st = -1;
+    waitpid(child, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    muster_close(b); /* the child's copy is gone with it: b's connection closes now */
+    b = NULL;
+    CHECK(ga && await_member_lost(a, ga->generation));
+    CHECK_EQ(muster_rdzv_recover(a, &o, &next, 10000), MUSTER_OK);
+    uint64_t recovered = next ? next->generation : 0;
+    CHECK(ga && recovered == ga->generation + 1);
+    CHECK(next && next->previous_generation == ga->generation && next->n_excluded == 1);
+    muster_close(a);
+    a = NULL;
+    hd_stop(&d);
+    if (hd_spawn(&d, datadir, NULL) != 0) {
+        CHECK(!"daemon restarted");
+        goto out;
+    }
+    a = hc_connect(&d, "jr", NULL);
+    muster_assignment *after = NULL;
+    o.max_nodes = 1;
+    CHECK(a && muster_rdzv_join(a, &o, &after, 5000) == MUSTER_OK);
+    CHECK(after && after->generation == recovered + 1);
+    muster_assignment_free(after);
+    hd_stop(&d);
+out:
+    muster_assignment_free(ga);
+    muster_assignment_free(next);
+    muster_close(a);
+    muster_close(b);
 }
 
 /* Keys, deletes, appends, counters and generation numbers survive a clean restart. */
@@ -381,6 +452,7 @@ int main(void)
     h_init("persist", 170);
     snprintf(datadir, sizeof datadir, "%s/data", h_tmpdir());
     H_RUN(t_restart, NULL);
+    H_RUN(t_recovery_restart, NULL);
     H_RUN(t_in_use, NULL);
     H_RUN(t_torn_tail, NULL);
     H_RUN(t_compaction, NULL);
