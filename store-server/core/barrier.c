@@ -169,6 +169,12 @@ void barrier_ns_destroy(struct ns *ns)
     }
 }
 
+/* The parked arrivals of b's open round, in arrival order (linked through next). */
+const struct barrier_arrival *barrier_arrivals(const struct barrier *b)
+{
+    return b->head;
+}
+
 /* A barrier's name and the open round's expected and arrived counts (for a timeout's words). */
 const char *barrier_name(const struct barrier *b, uint32_t *count, uint32_t *arrived)
 {

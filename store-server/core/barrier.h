@@ -38,6 +38,8 @@ void barrier_cancel(struct barrier_arrival *a);
 void barrier_fail_all(struct ns *ns, int status);
 /* Free every barrier of ns (at exit). */
 void barrier_ns_destroy(struct ns *ns);
+/* The parked arrivals of b's open round, in arrival order (linked through next). */
+const struct barrier_arrival *barrier_arrivals(const struct barrier *b);
 /* A barrier's name and the open round's expected and arrived counts (for a timeout's words). */
 const char *barrier_name(const struct barrier *b, uint32_t *count, uint32_t *arrived);
 

@@ -476,6 +476,65 @@ void rdzv_round_check(struct rdzv *rz)
 
 /* ------------------------------------------------------------- nodes */
 
+/* Append to buf at *off the ids of the nodes in s that are not self and pass keep, at most 8, each with
+ * how long ago it was last seen when ago is set; how many passed. */
+static size_t rdzv_list(const struct rdzv_set *s, const struct rdzv_node *self, int (*keep)(const struct rdzv_node *),
+                        int ago, uint64_t now, char *buf, size_t len, size_t *off)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct rdzv_node *m = s->v[i];
+        if (m == self || (keep && !keep(m)))
+            continue;
+        if (k++ >= 8)
+            continue;
+        *off += (size_t)snprintf(buf + *off, *off < len ? len - *off : 0, "%s%.40s", k > 1 ? ", " : "", m->id);
+        if (ago && m->seen_ms && now >= m->seen_ms)
+            *off += (size_t)snprintf(buf + *off, *off < len ? len - *off : 0, " (last seen %.1f s ago)",
+                                     (double)(now - m->seen_ms) / 1000.0);
+    }
+    if (k > 8)
+        *off += (size_t)snprintf(buf + *off, *off < len ? len - *off : 0, " and %zu more", k - 8);
+    return k;
+}
+
+/* Whether member m of the latest generation has not come back to the open round. */
+static int rdzv_not_back(const struct rdzv_node *m)
+{
+    return m->queue != RDZV_Q_ROUND && m->queue != RDZV_Q_RECOVER;
+}
+
+/* Words for n's timed-out join: who joined the round, and which members of the generation before have
+ * not come back, with when each was last seen. */
+static void rdzv_who(const struct rdzv_node *n, char *buf, size_t len)
+{
+    const struct rdzv *rz = n->rz;
+    uint64_t now = rdzv_wall_ms(rz);
+    size_t off = 0;
+    if (n->queue == RDZV_Q_STANDBY) {
+        snprintf(buf, len, "no round had room for this standby in time (%zu standbys waiting)", rz->standbys.n);
+        return;
+    }
+    int rec = n->queue == RDZV_Q_RECOVER;
+    off += (size_t)snprintf(buf, len, "round did not close in time: %zu of min %u nodes joined",
+                            rec ? rz->rec.n : rz->round.n, rec ? rz->gen_min : rz->min);
+    if (rz->round.n > 1 || (n->queue != RDZV_Q_ROUND && rz->round.n > 0)) {
+        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, " (others: ");
+        rdzv_list(&rz->round, n, NULL, 0, now, buf, len, &off);
+        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, ")");
+    }
+    if (rz->running) {
+        snprintf(buf + off, off < len ? len - off : 0, "; generation %" PRIu64 " is running: the round waits for it "
+                 "to end", rz->generation);
+    } else if (rz->generation && rz->members.n > 0) {
+        size_t mark = off;
+        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "; not back from generation %" PRIu64 ": ",
+                                rz->generation);
+        if (rdzv_list(&rz->members, n, rdzv_not_back, 1, now, buf, len, &off) == 0 && mark < len)
+            buf[mark] = '\0', off = mark;
+    }
+}
+
 /* A parked join's deadline passed: answer TIMEOUT and leave the round. */
 static void rdzv_join_expired(void *arg)
 {
@@ -483,11 +542,10 @@ static void rdzv_join_expired(void *arg)
     if (!n->joining)
         return;
     uint64_t id = n->join_id;
+    char msg[1536];
+    rdzv_who(n, msg, sizeof msg);
     rdzv_unpark(n);
     stats_inc(rdzv_core(n->rz)->stats, STAT_TIMEOUTS);
-    char msg[128];
-    snprintf(msg, sizeof msg, "round did not close in time (%zu of min %u nodes joined)", n->rz->round.n + 1,
-             n->rz->min);
     rdzv_reply(n, id, CORE_TIMEOUT, msg, NULL);
     rdzv_round_check(n->rz);
 }
@@ -620,6 +678,7 @@ int rdzv_park(struct rdzv_node *n, enum rdzv_queue q, const struct rdzv_join_req
     n->joining = 1;
     n->queue = q;
     n->seq = ++rz->seq;
+    n->seen_ms = rdzv_wall_ms(rz);
     n->join_id = id;
     n->lws = j->local_world_size;
     n->want_members = j->want_members;
@@ -778,6 +837,7 @@ int rdzv_heartbeat(struct rdzv_node *n, uint64_t gen, char *msg, size_t len)
     uint64_t hb = rdzv_core(n->rz)->lim.heartbeat_timeout;
     if (hb)
         rdzv_arm(n->rz, n->hb_timer, hb);
+    n->seen_ms = rdzv_wall_ms(n->rz);
     return CORE_OK;
 }
 

@@ -71,14 +71,38 @@ static void kvops_reply_values(struct conn *c, uint64_t id, char *const *keys, c
     free(vals);
 }
 
+/* Words for a timed-out wait: how many of its keys are there, and which are missing (at most 8 named). */
+static void kvops_missing(struct conn *c, const struct waiter *w, char *buf, size_t len)
+{
+    size_t off = 0, absent = 0;
+    int named = 0;
+    for (size_t i = 0; i < w->nkeys; i++)
+        absent += ks_get(kvops_ks(c), w->keys[i], w->klens[i]) == NULL;
+    if (w->nkeys == 1 && !w->counting) {
+        snprintf(buf, len, "waiting for '%.200s'", w->keys[0]);
+        return;
+    }
+    off += (size_t)snprintf(buf, len, "waiting for %zu keys: %zu of them present; missing:", w->nkeys,
+                            w->nkeys - absent);
+    for (size_t i = 0; i < w->nkeys && named < 8; i++) {
+        if (ks_get(kvops_ks(c), w->keys[i], w->klens[i]))
+            continue;
+        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s '%.48s'", named ? "," : "", w->keys[i]);
+        named++;
+    }
+    if (absent > (size_t)named)
+        snprintf(buf + off, off < len ? len - off : 0, " and %zu more", absent - (size_t)named);
+}
+
 /* A parked request's end: answer it by id from the current keyspace, or with the status. */
 static void kvops_wait_done(struct waiter *w, int status)
 {
     struct conn *c = w->owner;
     conn_pending_remove(c, w->id);
     if (status == MUSTER__STATUS__TIMEOUT) {
-        conn_replyf(c, w->id, status, "timed out after %u ms waiting for '%.200s'%s", w->timeout_ms, w->keys[0],
-                    w->nkeys > 1 ? " and others" : "");
+        char missing[640];
+        kvops_missing(c, w, missing, sizeof missing);
+        conn_replyf(c, w->id, status, "timed out after %u ms %s", w->timeout_ms, missing);
     } else if (status != MUSTER__STATUS__OK) {
         conn_reply(c, w->id, status, "server is shutting down", NULL);
     } else if (w->kind == KV_GET) {

@@ -5,12 +5,35 @@
  */
 #include "op_sync.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "barrier.h"
 #include "conn.h"
 #include "core.h"
 #include "server.h"
+
+/* Append to buf (len bytes, NUL-terminated) the client names of the arrivals of a's round other than a,
+ * at most 8, so a timeout says who did arrive ("rank 3", set by the hello's client_name). */
+static void op_sync_arrived(const struct barrier_arrival *a, char *buf, size_t len)
+{
+    size_t off = strlen(buf);
+    int shown = 0, more = 0;
+    for (const struct barrier_arrival *o = barrier_arrivals(a->b); o; o = o->next) {
+        if (o == a)
+            continue;
+        const struct conn *c = o->owner;
+        if (shown == 8) {
+            more++;
+            continue;
+        }
+        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s'%.40s'", shown ? ", " : "; arrived: ",
+                                c->name[0] ? c->name : "(unnamed)");
+        shown++;
+    }
+    if (more)
+        snprintf(buf + off, off < len ? len - off : 0, " and %d more", more);
+}
 
 /* A native arrival's end: answer its request. */
 static void op_sync_barrier_done(struct barrier_arrival *a, int status, uint64_t round, uint32_t arrival)
@@ -31,9 +54,12 @@ static void op_sync_barrier_done(struct barrier_arrival *a, int status, uint64_t
         conn_reply(c, a->id, status, NULL, &r.base);
     } else if (status == MUSTER__STATUS__TIMEOUT) {
         uint32_t count, arrived;
+        char who[512] = "";
         const char *name = barrier_name(a->b, &count, &arrived);
-        conn_replyf(c, a->id, status, "barrier '%.200s' round %llu timed out after %u ms with %u of %u arrivals",
-                    name, (unsigned long long)round, a->timeout_ms, arrived, count);
+        op_sync_arrived(a, who, sizeof who);
+        conn_replyf(c, a->id, status,
+                    "barrier '%.200s' round %llu timed out after %u ms with %u of %u arrivals (%u missing)%s", name,
+                    (unsigned long long)round, a->timeout_ms, arrived, count, count - arrived, who);
     } else {
         conn_reply(c, a->id, status, "server is shutting down", NULL);
     }

@@ -136,6 +136,47 @@ static void t_timeouts(const struct h_daemon *d)
     muster_close(m);
 }
 
+/* Connect to ns with client name name (the hello's client_name); NULL on failure. */
+static muster_t *t_named(const struct h_daemon *d, const char *ns, const char *name)
+{
+    char url[256];
+    int err = 0;
+    snprintf(url, sizeof url, "%s/%s?name=%s", d->url, ns, name);
+    return muster_connect(url, &err);
+}
+
+/* Thread body: one barrier arrival of count 3 that waits long (the others time out first). */
+static void *t_long_arrival(void *arg)
+{
+    muster_barrier(arg, "blk/named-bar", 3, NULL, 3000);
+    return NULL;
+}
+
+/* A timed-out wait names the keys still missing; a timed-out barrier says how many are missing and
+ * names the clients that did arrive. */
+static void t_timeout_names_missing(const struct h_daemon *d)
+{
+    muster_t *m = t_named(d, "blk", "rank1"), *other = t_named(d, "blk", "rank0");
+    const char *keys[] = {"blk/n1", "blk/n2", "blk/n3"};
+    pthread_t th;
+    CHECK(m && other);
+    if (!m || !other)
+        goto out;
+    CHECK_EQ(hc_set_str(m, "blk/n1", "x"), MUSTER_OK);
+    CHECK_EQ(muster_wait(m, keys, 3, T_SHORT_MS), MUSTER_ETIMEDOUT);
+    printf("  wait: %s\n", muster_last_error(m));
+    CHECK(strstr(muster_last_error(m), "waiting for 3 keys: 1 of them present; missing: 'blk/n2', 'blk/n3'") != NULL);
+    CHECK_EQ(pthread_create(&th, NULL, t_long_arrival, other), 0);
+    usleep(100000);
+    CHECK_EQ(muster_barrier(m, "blk/named-bar", 3, NULL, T_SHORT_MS), MUSTER_ETIMEDOUT);
+    printf("  barrier: %s\n", muster_last_error(m));
+    CHECK(strstr(muster_last_error(m), "with 2 of 3 arrivals (1 missing); arrived: 'rank0'") != NULL);
+    pthread_join(th, NULL);
+out:
+    muster_close(m);
+    muster_close(other);
+}
+
 /* Thread body: two barrier rounds on its own handle. */
 static void *t_barrier_worker(void *arg)
 {
@@ -292,6 +333,7 @@ int main(void)
     H_RUN(t_get_released_raw, &d);
     H_RUN(t_get_released_thread, &d);
     H_RUN(t_timeouts, &d);
+    H_RUN(t_timeout_names_missing, &d);
     H_RUN(t_barrier_reuse, &d);
     H_RUN(t_barrier_rules, &d);
     H_RUN(t_barrier_fetch, &d);

@@ -227,6 +227,7 @@ void t_reply(void *owner, uint64_t id, int status, const char *msg, const struct
     (void)msg;
     o->replies++;
     o->status = status;
+    snprintf(o->msg, sizeof o->msg, "%s", msg ? msg : "");
     if (a) {
         o->a = *a;
         snprintf(o->id, sizeof o->id, "%s", a->node_id);

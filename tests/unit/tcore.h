@@ -35,6 +35,7 @@ struct t_node {
     char id[RDZV_ID_MAX + 1];
     int gone;         /* not live */
     char agreed[1024]; /* what the last assignment says that every node of its round must agree on */
+    char msg[1536];    /* the last error answer's words */
 };
 
 /* The fake owners' callbacks. */

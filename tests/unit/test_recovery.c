@@ -330,6 +330,27 @@ static void t_bad_input(void *unused)
     t_world_fini(&w);
 }
 
+/* A join that times out says who joined and which members of the last generation did not come back,
+ * with when each was last seen. */
+static void t_timeout_names_missing(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[4] = {{0}};
+    t_world_init(&w, 0);
+    t_gen(&w, v, 4);
+    t_kill(&v[3]);
+    CHECK_EQ(t_join(&w, &v[0], "n0", 4, 4, 0), MUSTER__STATUS__OK);
+    t_advance(500);
+    CHECK_EQ(t_join(&w, &v[1], "n1", 4, 4, 0), MUSTER__STATUS__OK);
+    t_advance(500);
+    CHECK_EQ(v[0].status, MUSTER__STATUS__TIMEOUT);
+    CHECK_STR(v[0].msg, "round did not close in time: 2 of min 4 nodes joined (others: n1); not back from "
+                        "generation 1: n2 (last seen 1.0 s ago)");
+    t_close_all(v, 4);
+    t_world_fini(&w);
+}
+
 int main(void)
 {
     h_init("recovery", 20);
@@ -341,5 +362,6 @@ int main(void)
     H_RUN(t_oversubscribed, NULL);
     H_RUN(t_numbers_and_min, NULL);
     H_RUN(t_bad_input, NULL);
+    H_RUN(t_timeout_names_missing, NULL);
     return h_finish();
 }
