@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -128,6 +129,35 @@ int64_t h_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleep ms milliseconds. */
+void h_nap(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Read one line (up to n - 1 bytes, newline kept) from fd within ms; its length, or -1 when no whole
+ * line came (end of file, or the time ran out).  buf is always NUL-terminated. */
+int h_read_line(int fd, char *buf, size_t n, int ms)
+{
+    size_t got = 0;
+    int64_t end = h_now_ms() + ms;
+    while (got + 1 < n && h_now_ms() < end) {
+        struct timeval tv = {0, 20000};
+        fd_set rs;
+        FD_ZERO(&rs);
+        FD_SET(fd, &rs);
+        if (select(fd + 1, &rs, NULL, NULL, &tv) <= 0)
+            continue;
+        if (read(fd, buf + got, 1) <= 0)
+            break;
+        if (buf[got++] == '\n')
+            break;
+    }
+    buf[got] = '\0';
+    return got > 0 && buf[got - 1] == '\n' ? (int)got : -1;
 }
 
 /* Exit with the skip status after saying why. */

@@ -52,6 +52,11 @@ int h_finish(void);
 const char *h_tmpdir(void);
 /* Monotonic milliseconds. */
 int64_t h_now_ms(void);
+/* Sleep ms milliseconds. */
+void h_nap(int ms);
+/* Read one line (up to n - 1 bytes, newline kept) from fd within ms; its length, or -1 when no whole
+ * line came (end of file, or the time ran out).  buf is always NUL-terminated. */
+int h_read_line(int fd, char *buf, size_t n, int ms);
 /* Exit with the skip status after saying why. */
 void h_skip(const char *why);
 

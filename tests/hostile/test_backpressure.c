@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -24,17 +23,10 @@
 #define T_PINGS 62
 #define T_GETS 2
 
-/* Sleep ms milliseconds. */
-static void nap(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
-    nanosleep(&ts, NULL);
-}
-
 /* Whether connections_current falls to want within 5 s. */
 static int conns_fall_to(struct h_daemon *d, long long want)
 {
-    for (int64_t end = h_now_ms() + 5000; h_now_ms() < end; nap(20))
+    for (int64_t end = h_now_ms() + 5000; h_now_ms() < end; h_nap(20))
         if (h_stat(d, "connections_current") == want)
             return 1;
     return 0;

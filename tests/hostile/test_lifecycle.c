@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -20,17 +19,10 @@
 
 #define REQ_MS 600
 
-/* Sleep ms milliseconds. */
-static void nap(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
-    nanosleep(&ts, NULL);
-}
-
 /* Whether buffer_bytes_current falls to 0 within 3 s (every connection closed). */
 static int stat_zero(struct h_daemon *d)
 {
-    for (int64_t end = h_now_ms() + 3000; h_now_ms() < end; nap(20))
+    for (int64_t end = h_now_ms() + 3000; h_now_ms() < end; h_nap(20))
         if (h_stat(d, "buffer_bytes_current") == 0)
             return 1;
     return 0;
@@ -54,7 +46,7 @@ static void t_trickled_frame(struct h_daemon *d)
         uint8_t b = 0;
         if (raw_send(fd, &b, 1) != 0)
             break;
-        nap(REQ_MS / 8);
+        h_nap(REQ_MS / 8);
         if (h_stat(d, "request_timeout") > before)
             break;
     }
@@ -83,7 +75,7 @@ static void t_slow_whole_frames(struct h_daemon *d)
         CHECK_EQ(raw_ping(fd, i), 0);
         CHECK_EQ(raw_status(fd, 3000, &id), MUSTER_OK);
         CHECK_EQ(id, i);
-        nap(REQ_MS + 200);
+        h_nap(REQ_MS + 200);
     }
     CHECK_EQ(raw_ping(fd, 9), 0);
     CHECK_EQ(raw_status(fd, 3000, &id), MUSTER_OK);
@@ -115,7 +107,7 @@ static void t_buffer_budget(void *arg)
     }
     free(body);
     for (int64_t end = h_now_ms() + 3000; h_stat(&d, "limit_buffer_memory") < 1 && h_now_ms() < end;)
-        nap(20);
+        h_nap(20);
     CHECK(h_stat(&d, "limit_buffer_memory") >= 1);
     CHECK(h_stat(&d, "buffer_bytes_current") <= (10 << 20));
     int closed = 0;
@@ -170,7 +162,7 @@ static void t_keepalive(void *arg)
     muster_t *m = muster_connect(d.url, &err);
     CHECK(m != NULL);
     CHECK_EQ(muster_ping(m, NULL, 3000), MUSTER_OK);
-    nap(100); /* acknowledged and idle */
+    h_nap(100); /* acknowledged and idle */
     long when = -1;
     CHECK_EQ(tcp_timer(d.port, 1, &when), 2); /* 2: keepalive */
     CHECK(when >= 0 && when <= 200);

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "hclient.h"
@@ -24,13 +23,6 @@
 #define T_KEYS 8
 #define T_BYTES 4096
 #define T_PER_REQUEST 4
-
-/* Sleep ms milliseconds. */
-static void nap(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
-    nanosleep(&ts, NULL);
-}
 
 /* A namespace at --max-keys-per-ns: a new key is refused and counted; an overwrite, a delete and a key
  * in the freed slot work; every stored value is still there; another namespace has its own quota. */
@@ -263,7 +255,7 @@ static void t_emfile(void *arg)
         if (fds[i] >= 0)
             raw_send_hello(fds[i], "fds", NULL);
     }
-    nap(300);
+    h_nap(300);
     CHECK(h_stat(&d, "accept_emfile") >= 1);
     CHECK_EQ(raw_ping(kept, 1), 0); /* the connection it had is still served */
     CHECK_EQ(raw_status(kept, 3000, NULL), MUSTER_OK);
@@ -272,7 +264,7 @@ static void t_emfile(void *arg)
             close(fds[i]);
     CHECK_EQ(prlimit(d.pid, RLIMIT_NOFILE, &old, NULL), 0);
     int fresh = -1;
-    for (int64_t end = h_now_ms() + 5000; fresh < 0 && h_now_ms() < end; nap(50))
+    for (int64_t end = h_now_ms() + 5000; fresh < 0 && h_now_ms() < end; h_nap(50))
         fresh = raw_open(d.port, "fds");
     CHECK(fresh >= 0);
     if (fresh >= 0) {

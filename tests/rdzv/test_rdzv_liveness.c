@@ -91,23 +91,7 @@ static void member_start(struct member *mb, const char *ns, const char *id)
 /* Read one line the member wrote, waiting up to ms; returns length or -1. */
 static int member_line(struct member *mb, char *buf, size_t n, int ms)
 {
-    size_t got = 0;
-    int64_t end = h_now_ms() + ms;
-    while (got + 1 < n && h_now_ms() < end) {
-        struct timeval tv = {0, 20000};
-        fd_set rs;
-        FD_ZERO(&rs);
-        FD_SET(mb->rfd, &rs);
-        if (select(mb->rfd + 1, &rs, NULL, NULL, &tv) <= 0)
-            continue;
-        ssize_t k = read(mb->rfd, buf + got, 1);
-        if (k <= 0)
-            break;
-        if (buf[got++] == '\n')
-            break;
-    }
-    buf[got] = '\0';
-    return got > 0 && buf[got - 1] == '\n' ? (int)got : -1;
+    return h_read_line(mb->rfd, buf, n, ms);
 }
 
 /* Kill (if still running) and reap the member. */

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/select.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -155,21 +154,7 @@ static void t_start(struct member *mb, const char *ns, const char *id, int n, in
 static int t_read(struct member *mb, int ms)
 {
     char buf[160];
-    size_t got = 0;
-    int64_t end = h_now_ms() + ms;
-    while (got + 1 < sizeof buf && h_now_ms() < end) {
-        struct timeval tv = {0, 20000};
-        fd_set rs;
-        FD_ZERO(&rs);
-        FD_SET(mb->rfd, &rs);
-        if (select(mb->rfd + 1, &rs, NULL, NULL, &tv) <= 0)
-            continue;
-        if (read(mb->rfd, buf + got, 1) <= 0)
-            break;
-        if (buf[got++] == '\n')
-            break;
-    }
-    buf[got] = '\0';
+    h_read_line(mb->rfd, buf, sizeof buf, ms);
     int old = 0;
     if (sscanf(buf, "%" SCNu64 " %" SCNu64 " %d %u %u %llu", &mb->gen, &mb->prev, &old, &mb->rank, &mb->nx,
                &mb->hash) != 6) {
