@@ -47,6 +47,7 @@ int daemon_init(struct server *srv, int argc, char **argv)
     int rc = options_parse(&srv->opt, argc, argv);
     if (rc >= 0)
         return rc;
+    log_set_format(srv->opt.log_format_num);
     if (log_open(srv->opt.log_file, srv->opt.log_level_num) != 0) {
         fprintf(stderr, "musterd: cannot open log file %s: %s\n", srv->opt.log_file, strerror(errno));
         return EX_CANTCREAT;

@@ -56,7 +56,8 @@ void stats_each(const struct stats *s, stats_op_name_fn op_name, void (*fn)(void
 /* Log one counter line at the level *arg points to. */
 static void stats_log_one(void *arg, const char *name, uint64_t value)
 {
-    log_msg(*(const int *)arg, "stat %s=%llu", name, (unsigned long long)value);
+    struct log_field f[] = {{"stat", name, 0}, {"value", NULL, (long long)value}};
+    log_fields(*(const int *)arg, f, 2, "stat %s=%llu", name, (unsigned long long)value);
 }
 
 /* Write every counter to the log at level (LOG_ALWAYS: whatever the filter) between "stats begin"

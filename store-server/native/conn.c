@@ -155,7 +155,8 @@ void conn_fail(struct conn *c, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    log_msg(LOG_INFO, "conn %llu %s: closing: %s", (unsigned long long)c->life.id, conn_peer(c), msg);
+    struct log_field lf[] = {{"conn", NULL, (long long)c->life.id}, {"peer", conn_peer(c), 0}, {"error", msg, 0}};
+    log_fields(LOG_INFO, lf, 3, "conn %llu %s: closing: %s", (unsigned long long)c->life.id, conn_peer(c), msg);
     Muster__ProtocolError e = MUSTER__PROTOCOL_ERROR__INIT;
     e.status = (Muster__Status)status;
     e.message = msg;

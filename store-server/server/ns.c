@@ -180,7 +180,8 @@ static int ns_reclaim_oldest(struct server *srv, const struct source *by)
     }
     if (!old)
         return 0;
-    log_msg(LOG_DEBUG, "namespace '%s' reclaimed to make room", old->name);
+    struct log_field f = {"namespace", old->name, 0};
+    log_fields(LOG_DEBUG, &f, 1, "namespace '%s' reclaimed to make room", old->name);
     ns_forget(srv, old);
     return 1;
 }
@@ -223,7 +224,8 @@ static struct ns *ns_get_for(struct server *srv, const char *name, const struct 
     core_ns_init(server_core(srv), ns, o->max_keys_per_ns, o->max_bytes_per_ns, o->max_value, ns_on_change);
     HASH_ADD(hh, srv->namespaces, name[0], len, ns);
     stats_inc(&srv->stats, STAT_NAMESPACES);
-    log_msg(LOG_INFO, "namespace '%s' created", ns->name);
+    struct log_field f = {"namespace", ns->name, 0};
+    log_fields(LOG_INFO, &f, 1, "namespace '%s' created", ns->name);
     return ns;
 }
 
@@ -313,7 +315,8 @@ static void ns_sweep_cb(evutil_socket_t fd, short what, void *arg)
         if (!ns_empty(ns)) {
             ns_daemon(ns)->idle_ms = now; /* idle counts from when it was last seen in use */
         } else if (now - ns_daemon(ns)->idle_ms >= idle) {
-            log_msg(LOG_DEBUG, "namespace '%s' reclaimed", ns->name);
+            struct log_field f = {"namespace", ns->name, 0};
+            log_fields(LOG_DEBUG, &f, 1, "namespace '%s' reclaimed", ns->name);
             ns_forget(srv, ns);
             n++;
         }

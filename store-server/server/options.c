@@ -148,6 +148,8 @@ static const struct opt_row opt_rows[] = {
      STAT_SOURCES_EVICTED, NOCAP, 0},
     {"log-level", "MUSTER_LOG_LEVEL", OPT_STR, UNIT_COUNT, "info", OFF(log_level),
      "error, warn, info or debug", -1, 0, 0},
+    {"log-format", "MUSTER_LOG_FORMAT", OPT_STR, UNIT_COUNT, "text", OFF(log_format),
+     "text, or json: one object per line with ts (RFC 3339 UTC, ms), level, msg and the line's fields", -1, 0, 0},
     {"log-file", "MUSTER_LOG_FILE", OPT_STR, UNIT_COUNT, "", OFF(log_file),
      "append the log here instead of stderr; SIGHUP reopens it", -1, 0, 0},
     {"tcpstore-listen", "MUSTER_TCPSTORE_LISTEN", OPT_STR, UNIT_COUNT, "", OFF(tcpstore_listen),
@@ -447,6 +449,8 @@ static int opt_validate(struct options *o)
     char a[32], b[32];
     if ((o->log_level_num = log_level_parse(o->log_level)) < 0)
         return opt_usage("--log-level: unknown level '%s'%s", o->log_level, " (error, warn, info, debug)");
+    if ((o->log_format_num = log_format_parse(o->log_format)) < 0)
+        return opt_usage("--log-format: unknown format '%s'%s", o->log_format, " (text, json)");
     if (o->listen.n == 0)
         return opt_usage("--listen: no address given%s%s", "", "");
     if (o->max_frame < o->max_value + o->max_key + 1024)

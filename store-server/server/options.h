@@ -57,6 +57,7 @@ struct options {
     uint64_t auth_backoff_max;
     uint64_t max_sources;
     char *log_level;
+    char *log_format;
     char *log_file;
     char *tcpstore_listen;      /* TCPStore front end (tcpstore.c); "" = off */
     char *tcpstore_port_file;
@@ -84,6 +85,7 @@ struct options {
     char *tls_key;
     char *tls_ca;
     int log_level_num;                      /* parsed log_level */
+    int log_format_num;                     /* parsed log_format (enum log_format) */
     unsigned char source[OPTIONS_MAX_ROWS]; /* enum opt_source per table row */
 };
 

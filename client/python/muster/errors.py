@@ -83,6 +83,12 @@ class NotLeader(Error):
     """A standby answered; retry at the leader it names (MUSTER_ENOTLEADER)."""
 
 
+class Excluded(Error):
+    """This node was left out of the generation that replaced its own (a
+    recovery round excluded it, or it asked after the generation was
+    replaced): join again as a newcomer (MUSTER_EEXCLUDED)."""
+
+
 class InvalidArgument(Error, ValueError):
     """A bad argument to a library call (MUSTER_EINVAL)."""
 
@@ -111,7 +117,7 @@ class Canceled(Error):
 BY_CODE = {
     1: NotFound, 2: Timeout, 3: BadRequest, 4: UnknownOp, 5: Unauthenticated, 6: LimitExceeded,
     7: ShuttingDown, 8: NotANumber, 9: Overflow, 10: Stale, 11: NotMember, 12: Conflict,
-    13: Internal, 14: NotLeader, 100: InvalidArgument, 101: ConnectionLost, 102: ProtocolError,
+    13: Internal, 14: NotLeader, 15: Excluded, 100: InvalidArgument, 101: ConnectionLost, 102: ProtocolError,
     103: OutOfMemory, 104: BadURL, 106: Canceled,
 }
 
