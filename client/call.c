@@ -64,3 +64,12 @@ int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_
     *resp = s.resp;
     return s.rc;
 }
+
+/* Send req and wait for its response, which says nothing more than its status; the status. */
+int call_run_status(muster_t *m, Muster__Request *req, uint32_t timeout_ms)
+{
+    Muster__Response *resp;
+    int rc = call_run(m, req, &resp, timeout_ms);
+    wire_free(resp);
+    return rc;
+}

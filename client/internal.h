@@ -344,5 +344,7 @@ void flight_cancel_all(muster_t *m);
 uint32_t call_timeout(const muster_t *m, uint32_t timeout_ms);
 /* Send req and wait for its response; see the top of this file. */
 int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_t timeout_ms);
+/* Send req and wait for its response, which says nothing more than its status; the status. */
+int call_run_status(muster_t *m, Muster__Request *req, uint32_t timeout_ms);
 
 #endif

@@ -141,11 +141,7 @@ int muster_rdzv_report(muster_t *m, const char *node_id, const char *cause, uint
     Muster__Request req = MUSTER__REQUEST__INIT;
     req.op_case = MUSTER__REQUEST__OP_RDZV_REPORT;
     req.rdzv_report = &rep;
-    Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
-    if (rc == MUSTER_OK)
-        wire_free(resp);
-    return rc;
+    return call_run_status(m, &req, call_timeout(m, timeout_ms));
 }
 
 /* Tell the server this member is alive; MUSTER_ESTALE when its generation broke. */
@@ -162,11 +158,7 @@ int muster_rdzv_heartbeat(muster_t *m, uint64_t generation, uint32_t timeout_ms)
     Muster__Request req = MUSTER__REQUEST__INIT;
     req.op_case = MUSTER__REQUEST__OP_RDZV_HEARTBEAT;
     req.rdzv_heartbeat = &hb;
-    Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
-    if (rc == MUSTER_OK)
-        wire_free(resp);
-    return rc;
+    return call_run_status(m, &req, call_timeout(m, timeout_ms));
 }
 
 /* How often to heartbeat (a third of the server's heartbeat timeout), in ms. */
@@ -186,10 +178,7 @@ static int rdzv_leave_as(muster_t *m, int finished, uint32_t timeout_ms)
     Muster__Request req = MUSTER__REQUEST__INIT;
     req.op_case = MUSTER__REQUEST__OP_RDZV_LEAVE;
     req.rdzv_leave = &leave;
-    Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
-    if (rc == MUSTER_OK)
-        wire_free(resp);
+    int rc = call_run_status(m, &req, call_timeout(m, timeout_ms));
     if (rc == MUSTER_OK || rc == MUSTER_ENOTMEMBER)
         m->rdzv_member = m->rdzv_lost = 0;
     return rc;
