@@ -24,9 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sysexits.h>
 #include <unistd.h>
 
+#include "ha.h"
 #include "jobs.h"
 #include "listener.h"
 #include "log.h"
@@ -40,6 +42,7 @@ struct metrics {
     struct evhttp *http;
     struct evhttp_bound_socket *sock;
     uint16_t port;
+    double started; /* Unix time the daemon started serving metrics, for muster_start_time_seconds */
 };
 
 /* ------------------------------------------------------------ rendering */
@@ -133,6 +136,36 @@ static void metrics_levels(struct server *srv, struct evbuffer *b)
     evbuffer_add_printf(b, "muster_watches %zu\n", srv->core.nwatches);
     metrics_family(b, "muster_ready", "gauge", "1 when serving (recovered, not draining)");
     evbuffer_add_printf(b, "muster_ready %d\n", !srv->draining && persist_ready(srv));
+    if (srv->metrics) {
+        metrics_family(b, "muster_start_time_seconds", "gauge", "Unix time the daemon started (a restart changes it)");
+        evbuffer_add_printf(b, "muster_start_time_seconds %.3f\n", srv->metrics->started);
+    }
+    /* Only with --ha, so that a sum over instances counts leaders: 0 is an outage, 2 a split. */
+    if (srv->opt.ha && *srv->opt.ha) {
+        metrics_family(b, "muster_ha_leader", "gauge", "1 while this daemon is the --ha leader and serving");
+        evbuffer_add_printf(b, "muster_ha_leader %d\n", ha_serving(srv));
+    }
+}
+
+/* Append the bounds the levels above are kept under (a limit of 0, which means none, is left out), so that
+ * a rule can compare a level with its bound. */
+static void metrics_limits(const struct server *srv, struct evbuffer *b)
+{
+    const struct options *o = &srv->opt;
+    const struct {
+        const char *name;
+        uint64_t value;
+    } rows[] = {
+        {"connections", o->max_connections},     /* muster_connections */
+        {"waiters", o->max_waiters},             /* muster_waiters */
+        {"watches", o->max_watches},             /* muster_watches */
+        {"namespaces", o->max_namespaces},       /* muster_namespaces */
+        {"buffer_memory", o->max_buffer_memory}, /* muster_buffer_bytes_current */
+    };
+    metrics_family(b, "muster_limit", "gauge", "A server-wide limit's bound, by limit (musterd --max-LIMIT)");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].value)
+            evbuffer_add_printf(b, "muster_limit{limit=\"%s\"} %" PRIu64 "\n", rows[i].name, rows[i].value);
 }
 
 /* One per-namespace family: its name, type, help and how to read the value. */
@@ -217,6 +250,7 @@ void metrics_render(struct server *srv, struct evbuffer *buf)
     metrics_counters(srv, buf);
     metrics_ops(srv, buf);
     metrics_levels(srv, buf);
+    metrics_limits(srv, buf);
     metrics_namespaces(srv, buf);
 }
 
@@ -363,6 +397,9 @@ int metrics_start(struct server *srv)
         return EX_OSERR;
     }
     srv->metrics = m;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    m->started = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
     evhttp_set_timeout(m->http, (int)((o->metrics_timeout + 999) / 1000));
     evhttp_set_max_headers_size(m->http, (ev_ssize_t)o->metrics_max_request);
     evhttp_set_max_body_size(m->http, (ev_ssize_t)o->metrics_max_request);
