@@ -1,0 +1,135 @@
+#!/bin/bash
+# Recovery after a member's death, side by side with today's break-and-rejoin: for 8, 64, 512 and
+# 4,096 members (muster-recovery: one connection per member, the victim alone in its process, a
+# standby waiting), the detection time (SIGKILL to MEMBER_LOST at the survivors), the agreement time
+# (first recover call to the last survivor answered) and the standby's admission, first with
+# muster_rdzv_recover, then with a plain muster_rdzv_join, in the same run against one musterd.
+# musterd runs on CPU 0, the members on CPU 1.  Writes bench/results/recovery.md and the raw
+# records to bench/results/recovery.jsonl.
+#
+#   bench/recovery.sh [BUILD_DIR] [REPS]     (default: build-bench, 5; about two minutes)
+#
+# BUILD_DIR needs store-server/musterd and bench/muster-recovery: ninja -C BUILD_DIR
+# store-server/musterd bench/muster-recovery.  Every step runs under `timeout`.
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build-bench}
+REPS=${2:-5}
+SIZES=${RECOVERY_SIZES:-"8 64 512 4096"}
+MUSTERD=$BUILD/store-server/musterd
+RC=$BUILD/bench/muster-recovery
+OUT=$ROOT/bench/results
+RAW=$OUT/recovery.jsonl
+WORK=$(mktemp -d /tmp/muster-recovery.XXXXXX)
+MPID=0
+
+for b in "$MUSTERD" "$RC"; do
+    [ -x "$b" ] || { echo "recovery.sh: $b missing: ninja -C $BUILD store-server/musterd bench/muster-recovery" >&2; exit 2; }
+done
+# 4,096 members hold 4,096 client and 4,096 server sockets: lift the soft limit to the hard one.
+ulimit -n "$(ulimit -Hn)" || { echo "recovery.sh: cannot raise the open file limit" >&2; exit 2; }
+[ "$(ulimit -n)" -ge 9000 ] || echo "recovery.sh: open file limit $(ulimit -n): 4,096 members may fail" >&2
+
+# Progress line on stderr.
+log() {
+    printf '[recovery %s] %s\n' "$(date +%T)" "$*" >&2
+}
+
+# Stop musterd and remove the scratch directory.
+cleanup() {
+    [ "$MPID" -gt 0 ] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Start musterd on CPU 0 (heartbeats every 3.3 s: detection here is by the closed connection); sets PORT.
+start_musterd() {
+    rm -f "$WORK/port"
+    taskset -c 0 "$MUSTERD" --listen 127.0.0.1:0 --port-file "$WORK/port" --max-connections 19000 \
+        --heartbeat-timeout 10000 --recovery-timeout 10000 --log-level warn >>"$WORK/musterd.log" 2>&1 &
+    MPID=$!
+    for _ in $(seq 100); do
+        [ -s "$WORK/port" ] && break
+        sleep 0.05
+    done
+    PORT=$(cat "$WORK/port" 2>/dev/null || echo 0)
+    [ "$PORT" -gt 0 ] || { log "musterd did not start"; tail -n 5 "$WORK/musterd.log" >&2; exit 1; }
+}
+
+mkdir -p "$OUT"
+: >"$RAW"
+{
+    echo "command: bench/recovery.sh $*"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "git: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+    echo "binaries: $BUILD ($("$MUSTERD" --version 2>&1 | head -n 1))"
+    echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) CPUs"
+    echo "open files: $(ulimit -n)"
+    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$WORK/header"
+start_musterd
+for rep in $(seq "$REPS"); do
+    for n in $SIZES; do
+        for mode in recover rejoin; do
+            kill -0 "$MPID" 2>/dev/null || { log "musterd died; restarting it"; start_musterd; }
+            out=$(timeout -k 5 180 taskset -c 1 "$RC" --url "tcp://127.0.0.1:$PORT/r$rep-$mode-$n" \
+                --members "$n" --mode "$mode" --timeout-ms 60000 2>>"$WORK/stderr.log" | tail -n 1)
+            case $out in "{"*) ;; *) out=null ;; esac
+            printf '{"rep":%d,"members":%d,"mode":"%s","result":%s}\n' "$rep" "$n" "$mode" "$out" >>"$RAW"
+            log "rep $rep, $n members, $mode: $(printf '%s' "$out" |
+                grep -o '"\(agreed\|detect_last_ms\|agree_ms\|standby_ms\)":[a-z0-9.-]*' | tr '\n' ' ')"
+        done
+    done
+done
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$WORK/header"
+python3 - "$RAW" "$WORK/header" "$OUT/recovery.md" <<'EOF'
+import json, statistics, sys
+raw, header, out = sys.argv[1:]
+recs = [json.loads(l) for l in open(raw) if l.strip()]
+sizes = sorted({r["members"] for r in recs})
+def med(n, mode, key):
+    v = [r["result"][key] for r in recs if r["members"] == n and r["mode"] == mode and r["result"]
+         and r["result"]["complete"] and r["result"][key] >= 0]
+    return statistics.median(v) if v else None
+def fmt(x):
+    return "n/a" if x is None else (f"{x:.1f}" if x >= 10 else f"{x:.2f}")
+def ratio(a, b):
+    return "n/a" if not a or not b else f"{b / a:.2f}"
+runs = {(n, m): [r for r in recs if r["members"] == n and r["mode"] == m] for n in sizes for m in ("recover", "rejoin")}
+L = ["# Recovery after a member's death: recover vs break-and-rejoin", ""]
+L += ["```"] + open(header).read().strip().splitlines() + ["```", ""]
+L += ["One musterd (CPU 0); N members, one connection each (`muster-recovery`: up to 64 processes, a thread "
+      "per member beyond that; the victim, rank N/2, alone in its process), all on CPU 1; a standby waits.  The "
+      "victim is killed with SIGKILL; each survivor waits for MEMBER_LOST and then calls `muster_rdzv_recover` "
+      "(recover) or a plain `muster_rdzv_join` (rejoin: the old way, given its best case: the first re-joiner "
+      "sets min_nodes = N - 1 and last_call 0, so the round closes as soon as every survivor is in, as a "
+      "recovery round does).  Every run checks that the N - 1 survivors and the standby hold the same answer: "
+      "one generation, ranks 0..N-1, survivors in their old order, the standby last (recover: also the "
+      "previous generation, old ranks and one excluded member).  Medians over the repetitions, in ms.", ""]
+L += ["- detection: kill to MEMBER_LOST at the last survivor (p50 in brackets);",
+      "- agreement: first recover (or join) call to the last survivor answered;",
+      "- after detection: last survivor told MEMBER_LOST to the last survivor answered;",
+      "- standby: kill to the standby's answer (admitted into the next generation).", ""]
+L += ["| members | mode | runs agreed | detection | agreement | after detection | standby | kill to all answered |",
+      "|---|---|---|---|---|---|---|---|"]
+for n in sizes:
+    for m in ("recover", "rejoin"):
+        rs = runs[(n, m)]
+        ok = sum(1 for r in rs if r["result"] and r["result"]["agreed"])
+        L.append(f"| {n} | {m} | {ok}/{len(rs)} | {fmt(med(n, m, 'detect_last_ms'))} ({fmt(med(n, m, 'detect_p50_ms'))}) "
+                 f"| {fmt(med(n, m, 'agree_ms'))} | {fmt(med(n, m, 'after_detect_ms'))} | {fmt(med(n, m, 'standby_ms'))} "
+                 f"| {fmt(med(n, m, 'total_ms'))} |")
+L += ["", "Ratios, rejoin / recover (above 1: recovery is faster):", "",
+      "| members | agreement | after detection | standby | kill to all answered |", "|---|---|---|---|---|"]
+for n in sizes:
+    L.append("| {} | {} | {} | {} | {} |".format(n, *(ratio(med(n, "recover", k), med(n, "rejoin", k))
+                                                    for k in ("agree_ms", "after_detect_ms", "standby_ms", "total_ms"))))
+top = sizes[-1]
+a = med(top, "recover", "after_detect_ms")
+L += ["", f"Goal: agreement within 50 ms of detection at {top} members: {fmt(a)} ms after the last survivor "
+      f"was told ({'met' if a is not None and a <= 50 else 'not met'}); first call to last answer "
+      f"{fmt(med(top, 'recover', 'agree_ms'))} ms."]
+open(out, "w").write("\n".join(L) + "\n")
+print("\n".join(L))
+EOF
