@@ -22,6 +22,7 @@
 
 #include "deadline.h"
 #include "keys.h"
+#include "nccl_int.h"
 
 /* Longest communicator name accepted (it becomes part of a key). */
 #define NCCL_NAME_MAX 128
@@ -38,22 +39,9 @@
 /* Smallest NCCL release with ncclCommInitRankScalable, as NCCL_VERSION() encodes it. */
 #define NCCL_SCALABLE_VERSION 22300
 
-/* What can cut a wait short besides the deadline: the generation's broken
- * key in the store, and membership events on an optional rendezvous handle. */
-struct nccl_watch {
-    muster_t *store;
-    muster_t *events;          /* NULL when the caller passed none */
-    uint64_t generation;
-    char broken_key[64];
-    uint32_t check_ms;
-    uint64_t next_check_ms;
-    uint64_t next_beat_ms;
-    uint32_t beat_ms;
-};
-
 /* Milliseconds left before deadline (on the library's clock, deadline.h), at least 1 so that it never
  * reads as "default". */
-static uint32_t nccl_left_ms(uint64_t deadline)
+uint32_t nccl_left_ms(uint64_t deadline)
 {
     uint64_t now = deadline_now();
     if (deadline <= now)
@@ -62,7 +50,7 @@ static uint32_t nccl_left_ms(uint64_t deadline)
 }
 
 /* Sleep for us microseconds (restarted after signals). */
-static void nccl_sleep_us(long us)
+void nccl_sleep_us(long us)
 {
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
@@ -70,13 +58,13 @@ static void nccl_sleep_us(long us)
 }
 
 /* The deadline for a call given its timeout (0 = the default). */
-static uint64_t nccl_deadline(uint32_t timeout_ms)
+uint64_t nccl_deadline(uint32_t timeout_ms)
 {
     return deadline_after(timeout_ms ? timeout_ms : MUSTER_NCCL_DEFAULT_TIMEOUT_MS);
 }
 
 /* Whether name is usable as the communicator part of a key. */
-static int nccl_name_ok(const char *name)
+int nccl_name_ok(const char *name)
 {
     size_t n = strlen(name);
     return n > 0 && n <= NCCL_NAME_MAX && strchr(name, '/') == NULL;
@@ -112,7 +100,7 @@ static int nccl_publish(muster_t *m, const char *key, uint64_t deadline)
 
 /* Tell whether the watched generation has ended: its broken key exists, a
  * member was lost, or a heartbeat was answered stale.  Throttled by time. */
-static int nccl_watch_poll(struct nccl_watch *w)
+int nccl_watch_poll(struct nccl_watch *w)
 {
     uint64_t now = deadline_now();
     if (w->events) {
@@ -143,7 +131,7 @@ static int nccl_watch_poll(struct nccl_watch *w)
 
 /* Set up the cancel sources for generation of world ranks on store m
  * (events may be NULL). */
-static void nccl_watch_init(struct nccl_watch *w, muster_t *m, muster_t *events, uint64_t generation, int world)
+void nccl_watch_init(struct nccl_watch *w, muster_t *m, muster_t *events, uint64_t generation, int world)
 {
     uint64_t spread = (uint64_t)(world > 0 ? world : 1) * 1000 / NCCL_CHECKS_PER_SEC;
     memset(w, 0, sizeof *w);
@@ -248,7 +236,7 @@ int muster_nccl_nroots(int world_size)
  * the watch (may be NULL) reports the generation gone.  The sleep between
  * polls starts at 1 ms and grows to 10 ms: short inits stay fast and long
  * ones do not spin. */
-static int nccl_settle(ncclComm_t comm, uint64_t deadline, struct nccl_watch *w)
+int nccl_settle(ncclComm_t comm, uint64_t deadline, struct nccl_watch *w)
 {
     long pause = NCCL_POLL_MIN_US;
     for (;;) {
@@ -278,7 +266,7 @@ int muster_nccl_comm_wait(ncclComm_t comm, uint32_t timeout_ms)
 
 /* Make the chosen CUDA device current: the explicit one, else local_rank
  * modulo the number of visible devices. */
-static int nccl_set_device(int local_rank, const muster_nccl_opts *opts)
+int nccl_set_device(int local_rank, const muster_nccl_opts *opts)
 {
     int count = 0, dev = opts ? opts->cuda_device : -1;
     if (dev < 0) {
@@ -304,7 +292,7 @@ static ncclResult_t nccl_start(ncclComm_t *comm, int world, int rank, int nroots
  * a partial communicator is aborted before returning an error.  The config
  * (and the name it points to) stays alive until the init has settled,
  * since the init runs on NCCL's own thread. */
-static int nccl_init(ncclComm_t *out, int world, int rank, int nroots, ncclUniqueId *ids, const char *name,
+int nccl_init(ncclComm_t *out, int world, int rank, int nroots, ncclUniqueId *ids, const char *name,
                      uint64_t deadline, struct nccl_watch *w)
 {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

@@ -40,6 +40,9 @@
 #define KEYS_NCCL_ID_MARK "/id/"
 /* The key of root's unique id of communicator comm: generation, comm, root. */
 #define KEYS_NCCL_ID_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s" KEYS_NCCL_ID_MARK "%d"
+/* The recovery announcement of communicator comm in a generation formed by a
+ * recovery round: the path its new rank 0 took and the id that goes with it. */
+#define KEYS_NCCL_RECOVER_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s" KEYS_NCCL_ID_MARK "recover"
 /* Counted up by each node of a `muster run` generation whose workers all succeeded. */
 #define KEYS_RUN_DONE_FMT "muster/run/%" PRIu64 "/done"
 /* Set (to the generation, in decimal) by each node of a `muster run` job whose
@@ -62,6 +65,12 @@ static inline int keys_rdzv_broken(char *buf, size_t n, uint64_t generation)
 static inline int keys_nccl_id(char *buf, size_t n, uint64_t generation, const char *comm, int root)
 {
     return snprintf(buf, n, KEYS_NCCL_ID_FMT, generation, comm, root);
+}
+
+/* Write the key of communicator comm's recovery announcement in generation into buf; snprintf's result. */
+static inline int keys_nccl_recover(char *buf, size_t n, uint64_t generation, const char *comm)
+{
+    return snprintf(buf, n, KEYS_NCCL_RECOVER_FMT, generation, comm);
 }
 
 /* Whether key (klen bytes, NUL-terminated) names an NCCL unique id; its generation into *generation. */

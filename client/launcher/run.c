@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "launcher.h"
+#include "run_pet.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -59,10 +60,11 @@ static int run_setup_url(struct run_ctx *c, const char *global_url)
 /* Exit status of a command line whose program cannot run (the shell's "command not found"). */
 #define RUN_NOT_FOUND 127
 
-/* Parse the command line, name the node and build the workers' command line; returns -1 to go on,
- * else an exit status.  Whether the program exists is checked here, before any round starts: a
- * missing one would otherwise cost every node a round and a failed generation. */
-static int run_prepare(struct run_ctx *c, int argc, char **argv)
+/* Parse the command line (then torchrun's PET_* variables, for what it did not give; url is muster's
+ * --url), name the node and build the workers' command line; returns -1 to go on, else an exit status.
+ * Whether the program exists is checked here, before any round starts: a missing one would otherwise
+ * cost every node a round and a failed generation. */
+static int run_prepare(struct run_ctx *c, int argc, char **argv, const char *url)
 {
     run_opts_defaults(&c->cfg);
     if (run_opts_parse(argc, argv, &c->cfg) < 0) {
@@ -73,6 +75,8 @@ static int run_prepare(struct run_ctx *c, int argc, char **argv)
         run_opts_usage(stdout);
         return CLI_OK;
     }
+    if (run_pet_apply(&c->cfg, url, run_pet_getenv, NULL) < 0)
+        return CLI_USAGE;
     if (c->cfg.node_id) {
         snprintf(c->node_id, sizeof c->node_id, "%s", c->cfg.node_id);
     } else {
@@ -110,7 +114,7 @@ int run_main(int argc, char **argv, const char *url)
 {
     struct run_ctx c;
     memset(&c, 0, sizeof c);
-    int status = run_prepare(&c, argc, argv);
+    int status = run_prepare(&c, argc, argv, url);
     if (status >= 0) {
         if (c.argv0 && c.cfg.argv != c.argv0)
             free(c.cfg.argv);

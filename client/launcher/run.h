@@ -42,6 +42,7 @@ struct run_cfg {
     int no_python;             /* PROG runs as it is, even a .py file */
     const char *log_dir;       /* where the run's directory (error files) is made */
     char **argv;               /* PROG ARGS... */
+    uint64_t given;            /* bit i: row i of the options table was on the command line */
 };
 
 /* Fill cfg with the defaults of every option. */
@@ -50,6 +51,13 @@ void run_opts_defaults(struct run_cfg *cfg);
 int run_opts_parse(int argc, char **argv, struct run_cfg *cfg);
 /* Print the usage text built from the options table. */
 void run_opts_usage(FILE *f);
+/* Check the options against each other; returns 0, or -1 after printing the problem. */
+int run_opts_check(const struct run_cfg *cfg);
+/* Whether the command line gave the option named (as the table spells it). */
+int run_opts_given(const struct run_cfg *cfg, const char *name);
+/* Set an option from a value that did not come from the command line (value NULL for a flag); returns 0
+ * or -1 when the option is unknown or the value bad. */
+int run_opts_set(struct run_cfg *cfg, const char *name, const char *value);
 
 /* One local worker process and the output pipes of its streams that go through the launcher. */
 struct run_worker {

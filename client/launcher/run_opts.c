@@ -60,6 +60,8 @@ static const struct run_opt run_opts_table[] = {
 
 #define RUN_OPTS_N (sizeof run_opts_table / sizeof run_opts_table[0])
 
+_Static_assert(RUN_OPTS_N <= 64, "struct run_cfg's given has a bit per option");
+
 /* The environment twins of the options that have one; a flag wins over its twin. */
 static const struct {
     const char *name;
@@ -222,6 +224,7 @@ int run_opts_parse(int argc, char **argv, struct run_cfg *cfg)
             fprintf(stderr, RUN_TAG "bad value for --%s: %s\n", o->name, val ? val : "");
             return -1;
         }
+        cfg->given |= (uint64_t)1 << (o - run_opts_table);
         i++;
     }
     cfg->argv = argv + i;
@@ -231,6 +234,12 @@ int run_opts_parse(int argc, char **argv, struct run_cfg *cfg)
         fprintf(stderr, RUN_TAG "no program to run\n");
         return -1;
     }
+    return run_opts_check(cfg);
+}
+
+/* Check the options against each other; returns 0, or -1 after printing the problem. */
+int run_opts_check(const struct run_cfg *cfg)
+{
     if ((cfg->standalone && (cfg->url || cfg->rdzv_endpoint)) || (cfg->url && cfg->rdzv_endpoint)) {
         fprintf(stderr, RUN_TAG "--url, --rdzv-endpoint and --standalone exclude each other\n");
         return -1;
@@ -248,6 +257,25 @@ int run_opts_parse(int argc, char **argv, struct run_cfg *cfg)
         return -1;
     }
     return 0;
+}
+
+/* Whether the command line gave the option named (as the table spells it). */
+int run_opts_given(const struct run_cfg *cfg, const char *name)
+{
+    const char *inl;
+    const struct run_opt *o = run_opts_find(name, &inl);
+    return o && (cfg->given >> (o - run_opts_table) & 1u);
+}
+
+/* Set an option from a value that did not come from the command line (value NULL for a flag); returns 0
+ * or -1 when the option is unknown or the value bad. */
+int run_opts_set(struct run_cfg *cfg, const char *name, const char *value)
+{
+    const char *inl;
+    const struct run_opt *o = run_opts_find(name, &inl);
+    if (!o || (o->kind == RUN_OPT_FLAG) != (value == NULL))
+        return -1;
+    return run_opts_value(o, value, cfg);
 }
 
 /* Fill cfg with the defaults of every option. */

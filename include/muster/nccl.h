@@ -92,6 +92,102 @@ MUSTER_API int muster_nccl_comm_wait(ncclComm_t comm, uint32_t timeout_ms);
  * the call whatever it returns.  NULL is a no-op. */
 MUSTER_API int muster_nccl_comm_destroy(ncclComm_t comm, uint32_t timeout_ms);
 
+/* Recovery in place: after muster_rdzv_recover() (include/muster/rdzv.h)
+ * every process of the new generation calls muster_nccl_comm_recover()
+ * with the answer; survivors pass the communicator of the broken
+ * generation (the parent), newcomers and admitted standbys pass NULL.
+ * Every survivor computes the same plan from the same answer:
+ *
+ *   new generation                     NCCL at run time      path
+ *   ---------------------------------  --------------------  ------------------------------
+ *   survivors only, someone excluded   ncclCommShrink        SHRINK: shrink the parent
+ *   survivors and newcomers/standbys   Shrink and Grow       GROW: shrink, then ncclCommGrow
+ *                                      (2.29+)               with the newcomers
+ *   survivors and newcomers/standbys   no ncclCommGrow       INIT: abort the parent, fresh id
+ *   nobody excluded, or a survivor's   any                   INIT
+ *   local world size changed
+ *
+ * How the parent's in-flight work is stopped, and how it is released:
+ *   SHRINK/GROW with ncclCommRevoke (2.28.7+): revoke, wait until the parent
+ *     is quiescent (ncclCommGetAsyncError leaves ncclInProgress), shrink with
+ *     NCCL_SHRINK_DEFAULT, wait for the child, then ncclCommDestroy the parent
+ *     (after a drained revoke NCCL documents destroy as safe: it frees
+ *     locally and waits for no peer).
+ *   SHRINK/GROW without it (2.27 to 2.28.6): shrink with NCCL_SHRINK_ABORT,
+ *     wait for the child, then ncclCommAbort the parent, never
+ *     ncclCommDestroy: after an aborting shrink the parent's resources are
+ *     still held and a destroy waits for peers that are gone (survivors that
+ *     did so blocked forever).
+ *   INIT: ncclCommAbort the parent first (it is not needed again), then a
+ *     fresh id and ncclCommInitRankConfig of the new world.
+ * The parent stays alive until the child is ready because the child's init
+ * runs over the parent's bootstrap.  A shrink started before the revoke has
+ * drained blocks: the drain is not optional.  A revoke that ends in an error
+ * falls back to the aborting shrink.  GROW's intermediate (shrunk)
+ * communicator is healthy and is finalized and destroyed once the grown one
+ * is ready.
+ *
+ * Excluded ranks: the parent's global ranks follow the previous
+ * generation's node order, so node k held old rank_start(k) ..
+ * rank_start(k) + local_world_size(k) - 1; the excluded list names nodes by
+ * old_node_rank and the shrink drops all their ranks.  rank_start and
+ * local_world_size come from `previous` (the assignment the parent was
+ * built from, joined with want_members) or, when it is NULL, from the
+ * uniform layout: every node ran as many ranks as the survivors run now
+ * (MUSTER_ECONFLICT when the survivors differ).  A process of an excluded
+ * node (muster_rdzv_recover answered MUSTER_EEXCLUDED) must ncclCommAbort
+ * its communicator before it exits or joins again, never finalize or
+ * destroy it: those wait for the survivors, who have moved on.
+ *
+ * The path and the excluded list depend on the NCCL loaded at run time
+ * (ncclGetVersion; ncclCommRevoke, ncclCommShrink, ncclCommGrow and
+ * ncclCommGetUniqueId are looked up in the loaded libnccl, so the library
+ * still loads against an NCCL without them): every process of a job must
+ * load the same NCCL.  Newcomers cannot tell GROW from INIT alone (they do
+ * not know the old layout), so the new rank 0, always a survivor, announces
+ * its path and id under nccl/<generation>/<comm_name>/id/recover.
+ *
+ * The GPU paths have been built and their decisions unit-tested, but not yet
+ * run on GPUs. */
+
+/* The path muster_nccl_comm_recover() took. */
+typedef enum muster_nccl_path {
+    MUSTER_NCCL_PATH_SHRINK = 1, /* nobody added: ncclCommShrink of the parent */
+    MUSTER_NCCL_PATH_GROW = 2,   /* ranks added, NCCL 2.29+: shrink, then ncclCommGrow */
+    MUSTER_NCCL_PATH_INIT = 3    /* a fresh communicator of the new world */
+} muster_nccl_path;
+
+/* What muster_nccl_comm_recover() built. */
+typedef struct muster_nccl_recovery {
+    int rank;                   /* this process's rank in the new communicator */
+    int world_size;
+    muster_nccl_path path;
+    int revoked;                /* 1: the parent was revoked; 0: its work was aborted */
+    int n_excluded;             /* ranks of the parent left out (survivors; 0 for a newcomer) */
+} muster_nccl_recovery;
+
+/* Build the communicator of the generation formed by a recovery round.
+ * recovery: the answer of muster_rdzv_recover() (or an admitted standby's
+ * join) with want_members set; previous: see above (may be NULL); parent:
+ * this survivor's communicator of the broken generation, NULL for a
+ * newcomer; local_rank: this process's local rank (its new rank is
+ * recovery->rank_start + local_rank).  The CUDA device is the parent's
+ * (survivors) or chosen as by muster_nccl_comm_init (newcomers).  On
+ * success *comm is ready and *info (may be NULL) says how.
+ * Bad input returns before anything is touched, the parent still usable:
+ * MUSTER_EINVAL for NULL comm/m/recovery, a bad comm_name, an answer that
+ * is not a recovery answer (previous_generation 0), has no members list or
+ * does not add up, a local rank outside it, a survivor without a parent or
+ * a newcomer with one; MUSTER_ECONFLICT when the answer disagrees with the
+ * parent (its size or this process's rank in it) or with previous.  Past
+ * that, the parent is released whatever the result (MUSTER_ENCCL,
+ * MUSTER_ETIMEDOUT, MUSTER_ECANCELED as for muster_nccl_comm_init, which
+ * watches the new generation's broken key and opts->events the same way). */
+MUSTER_API int muster_nccl_comm_recover(muster_t *m, ncclComm_t parent, const muster_assignment *previous,
+                                        const muster_assignment *recovery, int local_rank,
+                                        const muster_nccl_opts *opts, ncclComm_t *comm,
+                                        muster_nccl_recovery *info, uint32_t timeout_ms);
+
 /* One call for workers started by `muster run`: reads MUSTER_URL, RANK,
  * WORLD_SIZE, LOCAL_RANK (default RANK) and MUSTER_GENERATION (default 0),
  * connects, and returns a ready communicator plus the store handle (caller

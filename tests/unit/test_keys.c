@@ -30,6 +30,9 @@ static void t_nccl_id(void *unused)
     CHECK_STR(buf, "nccl/3/world/id/0");
     keys_nccl_id(buf, sizeof buf, 12345678901ull, "tp.group-2", 15);
     CHECK_STR(buf, "nccl/12345678901/tp.group-2/id/15");
+    /* A recovery's announcement is an id key too (musterd reports it published). */
+    keys_nccl_recover(buf, sizeof buf, 7, "world");
+    CHECK_STR(buf, "nccl/7/world/id/recover");
 }
 
 /* musterd counts a key as a published id exactly when it is nccl/<...>/id/<...>. */
