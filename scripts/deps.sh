@@ -14,11 +14,12 @@ protobuf-c-compiler uthash-dev zlib1g-dev libssl-dev libjansson-dev python3 pyth
 # Test-only: fuzz builds (clang), certificates (openssl), sd_notify and the unit
 # file (systemd), the Python package's build, tests and install (a venv:
 # python3-venv; see README's Python section), the container image,
-# the etcd cluster of the HA tests, and the multinode test's namespaces,
-# packet rules and latency (nfdelay, on libnetfilter-queue).
+# the etcd cluster of the HA tests, the multinode test's namespaces,
+# packet rules and latency (nfdelay, on libnetfilter-queue), and Prometheus
+# (prometheus, with promtool) for the shipped rules and the scrape test.
 TEST_PACKAGES="clang libclang-rt-14-dev openssl systemd libsystemd-dev python3-dev python3-pytest
 python3-mesonpy python3-pip python3-venv docker.io docker-compose debootstrap etcd-server etcd-client
-iproute2 iptables iputils-ping libnetfilter-queue-dev"
+iproute2 iptables iputils-ping libnetfilter-queue-dev prometheus"
 
 # bench/run.sh's peers and report: Redis 7 (redis-server; redis-benchmark and
 # redis-cli from redis-tools) next to torch's TCPStore (python3-torch, above),
