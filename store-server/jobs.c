@@ -1,9 +1,13 @@
 /*
  * Job reports.  A job is a namespace: its keyspace size, connections and,
- * when it used rendezvous, the latest generation, its members and the
- * timeline ring kept by rdzv.c.  The same facts are rendered as JSON (for
- * scripts and `muster status --json`) and as a fixed-width table (for a
- * terminal), so the CLI needs no JSON parser of its own.
+ * when it used rendezvous, the latest generation, its members, the open
+ * round's joiners, the standbys, the members lost from a generation (a
+ * recovery's excluded list, with causes) and the timeline ring kept by
+ * rdzv.c.  The same facts are rendered as JSON (for scripts, `muster status
+ * --json` and the status page, which draws only from this JSON) and as a
+ * fixed-width table (for a terminal), so the CLI needs no JSON parser of its
+ * own.  Key names appear only in the timeline (NCCL id keys); values and
+ * tokens never do.
  */
 #include "jobs.h"
 
@@ -24,10 +28,15 @@ static const char *const jobs_event_names[] = {
     [RDZV_EV_FAILED] = "failed",
     [RDZV_EV_LEFT] = "left",
     [RDZV_EV_COMPLETED] = "completed",
+    [RDZV_EV_LOST] = "lost",
+    [RDZV_EV_RECOVERY_OPENED] = "recovery_opened",
+    [RDZV_EV_EXCLUDED] = "excluded",
+    [RDZV_EV_RECOVERED] = "recovered",
+    [RDZV_EV_RECOVERY_FAILED] = "recovery_failed",
 };
 
 /* Append s as a JSON string literal (quotes, backslashes and control bytes escaped). */
-static void jobs_json_str(struct evbuffer *b, const char *s)
+void jobs_json_str(struct evbuffer *b, const char *s)
 {
     evbuffer_add(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -41,7 +50,8 @@ static void jobs_json_str(struct evbuffer *b, const char *s)
     evbuffer_add(b, "\"", 1);
 }
 
-/* The state word of a job: none (never used rendezvous), forming, running, completed or broken. */
+/* The state word of a job: none (never used rendezvous), forming, running, completed, recovering (a
+ * recovery round is open) or broken. */
 static const char *jobs_state(const struct rdzv_info *ri, int has)
 {
     if (!has)
@@ -50,6 +60,8 @@ static const char *jobs_state(const struct rdzv_info *ri, int has)
         return "running";
     if (ri->completed)
         return "completed";
+    if (ri->recovering)
+        return "recovering";
     return ri->generation ? "broken" : "forming";
 }
 
@@ -65,6 +77,12 @@ static void jobs_summary_json(struct ns *ns, struct evbuffer *b)
                         ",\"num_members\":%zu,\"joining\":%zu,\"world_size\":%" PRIu32 ",\"failures\":%" PRIu64,
                         ns->ks.count, ns->ks.bytes, ns_conns(ns), jobs_state(&ri, has), ri.generation, ri.members,
                         ri.joining, ri.world_size, ri.failures);
+    evbuffer_add_printf(b,
+                        ",\"parked\":%zu,\"generations_formed\":%" PRIu64 ",\"recoveries\":%" PRIu64
+                        ",\"restarts\":%" PRIu64 ",\"num_standbys\":%zu,\"recovering\":%s,\"recovery_joined\":%zu"
+                        ",\"recovery_deadline_ms\":%" PRIu64,
+                        ns->nwaiters, ri.formed, ri.recoveries, ri.formed ? ri.formed - 1 : 0, ri.standbys,
+                        ri.recovering ? "true" : "false", ri.recovery_joined, ri.recovery_deadline_ms);
 }
 
 /* The list under construction and whether an element was written. */
@@ -91,24 +109,97 @@ void jobs_list_json(struct server *srv, struct evbuffer *buf)
     evbuffer_add_printf(buf, "]}\n");
 }
 
-/* Append one member as a JSON object. */
-static void jobs_member_json(void *arg, const char *id, uint32_t node_rank, uint32_t rank_start, uint32_t lws)
+/* The list under construction and the job's state (members' state words depend on it). */
+struct jobs_nodes {
+    struct evbuffer *b;
+    int n;
+    const struct rdzv_info *ri;
+};
+
+/* The state word of a node: lost, recovering (in the recovery round), rejoining (in the open round), or
+ * for a member of the latest generation running, done (it completed) or idle (it broke, the member has
+ * not joined again). */
+static const char *jobs_node_state(const struct rdzv_node_view *v, const struct rdzv_info *ri)
 {
-    struct jobs_list *l = arg;
+    if (v->lost)
+        return "lost";
+    if (v->recovering)
+        return "recovering";
+    if (v->joining)
+        return "rejoining";
+    if (ri->running)
+        return "running";
+    return ri->completed ? "done" : "idle";
+}
+
+/* Append one node (a member, joiner or standby) as a JSON object. */
+static void jobs_node_json(void *arg, const struct rdzv_node_view *v)
+{
+    struct jobs_nodes *l = arg;
     evbuffer_add_printf(l->b, "%s{\"node_id\":", l->n++ ? "," : "");
-    jobs_json_str(l->b, id);
-    evbuffer_add_printf(l->b, ",\"node_rank\":%" PRIu32 ",\"rank_start\":%" PRIu32 ",\"local_world_size\":%" PRIu32 "}",
-                        node_rank, rank_start, lws);
+    jobs_json_str(l->b, v->node_id);
+    evbuffer_add_printf(l->b,
+                        ",\"node_rank\":%" PRIu32 ",\"rank_start\":%" PRIu32 ",\"local_world_size\":%" PRIu32
+                        ",\"seen_ms\":%" PRIu64 ",\"seen_age_ms\":%" PRIu64 ",\"state\":\"%s\",\"peer\":",
+                        v->node_rank, v->rank_start, v->local_world_size, v->seen_ms, v->seen_age_ms,
+                        jobs_node_state(v, l->ri));
+    if (v->peer)
+        jobs_json_str(l->b, v->peer);
+    else
+        evbuffer_add_printf(l->b, "null");
+    if (v->old_node_rank != UINT32_MAX)
+        evbuffer_add_printf(l->b, ",\"old_node_rank\":%" PRIu32, v->old_node_rank);
+    evbuffer_add(l->b, "}", 1);
+}
+
+/* Append one member lost from a generation (a recovery's excluded member) as a JSON object. */
+static void jobs_gone_json(void *arg, const struct rdzv_excluded *e)
+{
+    struct jobs_nodes *l = arg;
+    evbuffer_add_printf(l->b, "%s{\"node_id\":", l->n++ ? "," : "");
+    jobs_json_str(l->b, e->node_id);
+    evbuffer_add_printf(l->b, ",\"old_node_rank\":%" PRIu32 ",\"cause\":", e->old_node_rank);
+    jobs_json_str(l->b, e->cause);
+    evbuffer_add(l->b, "}", 1);
 }
 
 /* Append one timeline event as a JSON object. */
 static void jobs_event_json(void *arg, const struct rdzv_event *ev)
 {
-    struct jobs_list *l = arg;
+    struct jobs_nodes *l = arg;
     evbuffer_add_printf(l->b, "%s{\"time_ms\":%" PRIu64 ",\"generation\":%" PRIu64 ",\"event\":\"%s\",\"detail\":",
                         l->n++ ? "," : "", ev->wall_ms, ev->generation, jobs_event_names[ev->kind]);
     jobs_json_str(l->b, ev->what);
+    evbuffer_add_printf(l->b, ",\"cause\":");
+    jobs_json_str(l->b, ev->cause);
     evbuffer_add(l->b, "}", 1);
+}
+
+/* Append ns's summary, nodes, lost members and timeline as one JSON object. */
+static void jobs_detail_json(struct ns *ns, struct evbuffer *buf)
+{
+    struct rdzv_info ri;
+    rdzv_info(ns, &ri);
+    struct jobs_nodes l = {buf, 0, &ri};
+    evbuffer_add(buf, "{", 1);
+    jobs_summary_json(ns, buf);
+    evbuffer_add_printf(buf, ",\"members\":[");
+    rdzv_each_member_view(ns, jobs_node_json, &l);
+    l.n = 0;
+    evbuffer_add_printf(buf, "],\"timeline\":[");
+    rdzv_each_event(ns, jobs_event_json, &l);
+    l.n = 0;
+    evbuffer_add_printf(buf, "],\"joiners\":[");
+    rdzv_each_joiner(ns, jobs_node_json, &l);
+    l.n = 0;
+    evbuffer_add_printf(buf, "],\"standbys\":[");
+    rdzv_each_standby(ns, jobs_node_json, &l);
+    l.n = 0;
+    uint64_t gen;
+    evbuffer_add_printf(buf, "],\"excluded\":{\"members\":[");
+    rdzv_each_gone(ns, &gen, jobs_gone_json, &l);
+    l.n = 0;
+    evbuffer_add_printf(buf, "],\"generation\":%" PRIu64 "}}", gen);
 }
 
 /* Append one job's summary, members and timeline as JSON; -1 when no such job. */
@@ -117,16 +208,25 @@ int jobs_one_json(struct server *srv, const char *name, struct evbuffer *buf)
     struct ns *ns = ns_find(srv, name);
     if (!ns)
         return -1;
-    evbuffer_add(buf, "{", 1);
-    jobs_summary_json(ns, buf);
-    struct jobs_list l = {buf, 0};
-    evbuffer_add_printf(buf, ",\"members\":[");
-    rdzv_each_member(ns, jobs_member_json, &l);
-    l.n = 0;
-    evbuffer_add_printf(buf, "],\"timeline\":[");
-    rdzv_each_event(ns, jobs_event_json, &l);
-    evbuffer_add_printf(buf, "]}\n");
+    jobs_detail_json(ns, buf);
+    evbuffer_add(buf, "\n", 1);
     return 0;
+}
+
+/* Append one namespace's detail to a JSON list. */
+static void jobs_detail_one(struct ns *ns, void *arg)
+{
+    struct jobs_list *l = arg;
+    if (l->n++)
+        evbuffer_add(l->b, ",", 1);
+    jobs_detail_json(ns, l->b);
+}
+
+/* Append every job's detail (as jobs_one_json writes one) as the elements of a JSON array, no brackets. */
+void jobs_each_json(struct server *srv, struct evbuffer *buf)
+{
+    struct jobs_list l = {buf, 0};
+    ns_each(srv, jobs_detail_one, &l);
 }
 
 /* Append one table row for a namespace. */
@@ -147,6 +247,19 @@ static void jobs_member_text(void *arg, const char *id, uint32_t node_rank, uint
                         rank_start, rank_start + lws - 1, lws);
 }
 
+/* Append one standby as a text row. */
+static void jobs_standby_text(void *arg, const struct rdzv_node_view *v)
+{
+    evbuffer_add_printf(arg, "  %-32.127s %5" PRIu32 "  waiting %.1fs\n", v->node_id, v->local_world_size,
+                        (double)v->seen_age_ms / 1000.0);
+}
+
+/* Append one member lost from a generation as a text row. */
+static void jobs_gone_text(void *arg, const struct rdzv_excluded *e)
+{
+    evbuffer_add_printf(arg, "  %9" PRIu32 "  %-32.127s %s\n", e->old_node_rank, e->node_id, e->cause);
+}
+
 /* Append one timeline event as a text row with a UTC timestamp. */
 static void jobs_event_text(void *arg, const struct rdzv_event *ev)
 {
@@ -155,8 +268,9 @@ static void jobs_event_text(void *arg, const struct rdzv_event *ev)
     char when[32];
     gmtime_r(&secs, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    evbuffer_add_printf(arg, "  %s.%03uZ  gen %-5" PRIu64 " %-13s %s\n", when, (unsigned)(ev->wall_ms % 1000),
-                        ev->generation, jobs_event_names[ev->kind], ev->what);
+    evbuffer_add_printf(arg, "  %s.%03uZ  gen %-5" PRIu64 " %-15s %s%s%s\n", when, (unsigned)(ev->wall_ms % 1000),
+                        ev->generation, jobs_event_names[ev->kind], ev->what, *ev->what && *ev->cause ? ": " : "",
+                        ev->cause);
 }
 
 /* Append the job table (name NULL) or one job's detail as terminal text; -1 when no such job. */
@@ -175,6 +289,21 @@ int jobs_text(struct server *srv, const char *name, struct evbuffer *buf)
     jobs_row_text(ns, buf);
     evbuffer_add_printf(buf, "\nmembers:\n  NODE_RANK  %-32s %-13s LOCAL\n", "NODE", "RANKS");
     rdzv_each_member(ns, jobs_member_text, buf);
+    struct rdzv_info ri;
+    rdzv_info(ns, &ri);
+    if (ri.standbys) {
+        evbuffer_add_printf(buf, "\nstandbys (longest waiting first):\n");
+        rdzv_each_standby(ns, jobs_standby_text, buf);
+    }
+    uint64_t gen;
+    struct evbuffer *gone = evbuffer_new();
+    if (gone) {
+        rdzv_each_gone(ns, &gen, jobs_gone_text, gone);
+        if (gen)
+            evbuffer_add_printf(buf, "\nlost from generation %" PRIu64 ":\n", gen);
+        evbuffer_add_buffer(buf, gone);
+        evbuffer_free(gone);
+    }
     evbuffer_add_printf(buf, "\ntimeline (oldest first, UTC):\n");
     rdzv_each_event(ns, jobs_event_text, buf);
     return 0;

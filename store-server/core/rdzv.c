@@ -112,7 +112,7 @@ void rdzv_reply(struct rdzv_node *n, uint64_t id, int status, const char *msg, c
 }
 
 /* Wall-clock milliseconds, from the core's hook when there is one. */
-static uint64_t rdzv_wall_ms(const struct rdzv *rz)
+uint64_t rdzv_wall_ms(const struct rdzv *rz)
 {
     const struct core *core = rdzv_core(rz);
     if (core->hooks.wall_ms)
@@ -135,8 +135,9 @@ static struct rdzv *rdzv_of(struct ns *ns)
     return rz;
 }
 
-/* Record one timeline event in the job's ring (what may be NULL). */
-static void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen, const char *what, size_t len)
+/* Record one timeline event in the job's ring (what: len bytes, may be NULL; cause may be NULL). */
+void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen, const char *what, size_t len,
+                const char *cause)
 {
     struct rdzv_event *ev = &rz->ring[rz->ring_next];
     ev->wall_ms = rdzv_wall_ms(rz);
@@ -146,6 +147,7 @@ static void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen,
         len = RDZV_ID_MAX;
     memcpy(ev->what, what ? what : "", what ? len : 0);
     ev->what[what ? len : 0] = 0;
+    snprintf(ev->cause, sizeof ev->cause, "%s", cause ? cause : "");
     rz->ring_next = (rz->ring_next + 1) % RDZV_RING;
     if (rz->ring_n < RDZV_RING)
         rz->ring_n++;
@@ -180,7 +182,7 @@ static void rdzv_break(struct rdzv *rz, const char *id, const char *why)
     rz->running = 0;
     rz->failures++;
     stats_inc(rdzv_core(rz)->stats, STAT_RDZV_FAILURES);
-    rdzv_event(rz, RDZV_EV_FAILED, rz->generation, id, strlen(id));
+    rdzv_event(rz, RDZV_EV_FAILED, rz->generation, id, strlen(id), why);
     core_log(rdzv_core(rz), CORE_LOG_INFO, "ns '%s': generation %" PRIu64 " broken: node '%s' %s", rz->ns->name,
              rz->generation, id, why);
     for (size_t i = 0; i < rz->members.n; i++)
@@ -201,6 +203,8 @@ void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const ch
     int first = rz->running;
     if (first)
         rdzv_break(rz, id, why);
+    else
+        rdzv_event(rz, RDZV_EV_LOST, rz->generation, id, strlen(id), why);
     rdzv_note_gone(rz, id, lost->node_rank, why);
     /* Later losses are told only while survivors recover: a member re-forming the old way has already
      * left the generation behind. */
@@ -372,7 +376,15 @@ void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t
              "ns '%s': generation %" PRIu64 " formed: %zu nodes, world size %" PRIu32 "%s", rz->ns->name,
              rz->generation, rz->members.n, world, prev ? " (recovery)" : "");
     rz->world = world;
-    rdzv_event(rz, RDZV_EV_ASSIGNED, rz->generation, NULL, 0);
+    rz->formed++;
+    rz->recoveries += prev != 0;
+    if (prev) {
+        char why[48];
+        snprintf(why, sizeof why, "recovery of generation %" PRIu64, prev);
+        rdzv_event(rz, RDZV_EV_RECOVERED, rz->generation, NULL, 0, why);
+    } else {
+        rdzv_event(rz, RDZV_EV_ASSIGNED, rz->generation, NULL, 0, NULL);
+    }
     rdzv_answer(rz, world, prev);
     char gen[24];
     snprintf(gen, sizeof gen, "%" PRIu64, rz->generation);
@@ -691,7 +703,8 @@ int rdzv_park(struct rdzv_node *n, enum rdzv_queue q, const struct rdzv_join_req
     if (q == RDZV_Q_ROUND)
         HASH_ADD_KEYPTR(hh_round, rz->round_ids, n->id, strlen(n->id), n);
     rdzv_arm(rz, n->join_timer, core_timeout(core, j->timeout_ms));
-    rdzv_event(rz, RDZV_EV_JOINED, rz->generation + 1, n->id, strlen(n->id));
+    rdzv_event(rz, RDZV_EV_JOINED, rz->generation + 1, n->id, strlen(n->id),
+               q == RDZV_Q_STANDBY ? "as a standby" : q == RDZV_Q_RECOVER ? "the recovery round" : NULL);
     return CORE_OK;
 }
 
@@ -764,7 +777,7 @@ static void rdzv_complete_check(struct rdzv *rz)
         return;
     rz->running = 0;
     rz->completed = 1;
-    rdzv_event(rz, RDZV_EV_COMPLETED, rz->generation, NULL, 0);
+    rdzv_event(rz, RDZV_EV_COMPLETED, rz->generation, NULL, 0, NULL);
     core_log(rdzv_core(rz), CORE_LOG_INFO, "ns '%s': generation %" PRIu64 " completed: every node finished",
              rz->ns->name, rz->generation);
     /* A round that waited for this generation to end may close now. */
@@ -781,7 +794,7 @@ void rdzv_leave(struct rdzv_node *n, int finished)
         rdzv_round_check(n->rz);
     }
     if (n->generation)
-        rdzv_event(n->rz, RDZV_EV_LEFT, n->generation, n->id, strlen(n->id));
+        rdzv_event(n->rz, RDZV_EV_LEFT, n->generation, n->id, strlen(n->id), finished ? "finished" : NULL);
     struct rdzv *rz = n->rz;
     if (finished && rdzv_live(n)) {
         rdzv_node_free(n); /* out of the members, and its heartbeats are no longer due */
@@ -895,45 +908,7 @@ void rdzv_ns_destroy(struct ns *ns)
     ns->rdzv = NULL;
 }
 
-/* ------------------------------------------------------------ reports */
-
-/* Fill *out for ns; 0, or -1 when the job never used rendezvous. */
-int rdzv_info(const struct ns *ns, struct rdzv_info *out)
-{
-    const struct rdzv *rz = ns->rdzv;
-    memset(out, 0, sizeof *out);
-    if (!rz)
-        return -1;
-    out->generation = rz->generation;
-    out->running = rz->running;
-    out->completed = rz->completed;
-    out->members = rz->members.n;
-    out->joining = rz->round.n;
-    out->world_size = rz->world;
-    out->failures = rz->failures;
-    return 0;
-}
-
-/* Call fn for each member of ns's latest generation in rank order. */
-void rdzv_each_member(const struct ns *ns, rdzv_member_fn fn, void *arg)
-{
-    const struct rdzv *rz = ns->rdzv;
-    for (size_t i = 0; rz && i < rz->members.n; i++) {
-        const struct rdzv_node *m = rz->members.v[i];
-        fn(arg, m->id, m->node_rank, m->rank_start, m->lws);
-    }
-}
-
-/* Call fn for each kept timeline event of ns, oldest first. */
-void rdzv_each_event(const struct ns *ns, void (*fn)(void *arg, const struct rdzv_event *ev), void *arg)
-{
-    const struct rdzv *rz = ns->rdzv;
-    if (!rz)
-        return;
-    size_t first = (rz->ring_next + RDZV_RING - rz->ring_n) % RDZV_RING;
-    for (size_t i = 0; i < rz->ring_n; i++)
-        fn(arg, &rz->ring[(first + i) % RDZV_RING]);
-}
+/* ---------------------------------------------------------- counters */
 
 /* Note a key write: an NCCL id key (nccl/<gen>/...) becomes an id-published event. */
 void rdzv_note_key(struct ns *ns, const char *key, size_t klen)
@@ -942,7 +917,7 @@ void rdzv_note_key(struct ns *ns, const char *key, size_t klen)
     uint64_t gen;
     if (!rz || !keys_nccl_id_generation(key, klen, &gen))
         return;
-    rdzv_event(rz, RDZV_EV_ID_PUBLISHED, gen, key, klen);
+    rdzv_event(rz, RDZV_EV_ID_PUBLISHED, gen, key, klen, NULL);
 }
 
 /* Raise ns's generation counter to at least gen (recovery), so no number is reused. */

@@ -7,6 +7,7 @@
 
 struct ns;
 struct rdzv_node;
+struct rdzv_excluded;
 
 /* The longest node id, in bytes (the client's fixed field holds this plus a NUL). */
 #define RDZV_ID_MAX 127
@@ -22,16 +23,25 @@ enum rdzv_event_kind {
     RDZV_EV_FAILED,
     RDZV_EV_LEFT,
     RDZV_EV_COMPLETED,
+    RDZV_EV_LOST,            /* a further member lost after the break (the first is RDZV_EV_FAILED) */
+    RDZV_EV_RECOVERY_OPENED, /* a survivor opened the broken generation's recovery round */
+    RDZV_EV_EXCLUDED,        /* a recovery round closed without a member of the generation it replaces */
+    RDZV_EV_RECOVERED,       /* a recovery round formed the next generation */
+    RDZV_EV_RECOVERY_FAILED, /* a recovery round gave up (too few nodes at its deadline) */
 };
+/* Bytes kept of an event's cause (longer causes are cut). */
+#define RDZV_EVENT_CAUSE 128
 /* Events kept per job (older ones are overwritten). */
 #define RDZV_RING 64
 
-/* One timeline event: wall-clock time, generation, kind and the node id or key it concerns. */
+/* One timeline event: wall-clock time, generation, kind, the node id or key it concerns and why ("" when
+ * the kind says it all). */
 struct rdzv_event {
     uint64_t wall_ms;
     uint64_t generation;
     enum rdzv_event_kind kind;
     char what[RDZV_ID_MAX + 1];
+    char cause[RDZV_EVENT_CAUSE];
 };
 
 /* A job's rendezvous summary for metrics and status pages. */
@@ -42,16 +52,48 @@ struct rdzv_info {
     size_t members, joining;
     uint32_t world_size;
     uint64_t failures;
+    uint64_t formed;        /* generations formed since the daemon started */
+    uint64_t recoveries;    /* of those, formed by a recovery round */
+    size_t standbys;        /* parked standbys */
+    int recovering;         /* the latest generation's recovery round is open */
+    size_t recovery_joined; /* survivors parked in it */
+    uint64_t recovery_deadline_ms; /* wall-clock time it closes at the latest (0 when not open) */
+};
+
+/* A node as a status page shows it: a member of the latest generation, a joiner or a standby. */
+struct rdzv_node_view {
+    const char *node_id;
+    const char *peer;          /* its owner's address, NULL when unknown */
+    uint32_t node_rank, rank_start, local_world_size;
+    uint32_t old_node_rank;    /* its rank in the generation a recovery replaced, or UINT32_MAX */
+    uint64_t seen_ms;          /* wall-clock time of its last join or heartbeat */
+    uint64_t seen_age_ms;      /* how long ago that was */
+    int lost;                  /* lost from its generation */
+    int recovering;            /* parked in the recovery round */
+    int joining;               /* parked in the open round */
 };
 
 /* One member of the latest generation, as reported by rdzv_each_member. */
 typedef void (*rdzv_member_fn)(void *arg, const char *node_id, uint32_t node_rank, uint32_t rank_start,
                                uint32_t local_world_size);
 
+/* A node of a status page's list. */
+typedef void (*rdzv_view_fn)(void *arg, const struct rdzv_node_view *v);
+
 /* Fill *out for ns; 0, or -1 when the job never used rendezvous. */
 int rdzv_info(const struct ns *ns, struct rdzv_info *out);
 /* Call fn for each member of ns's latest generation in rank order. */
 void rdzv_each_member(const struct ns *ns, rdzv_member_fn fn, void *arg);
+/* Call fn with a view of each member of ns's latest generation in rank order. */
+void rdzv_each_member_view(const struct ns *ns, rdzv_view_fn fn, void *arg);
+/* Call fn with a view of each node parked in ns's open round, in arrival order. */
+void rdzv_each_joiner(const struct ns *ns, rdzv_view_fn fn, void *arg);
+/* Call fn with a view of each parked standby of ns, longest waiting first. */
+void rdzv_each_standby(const struct ns *ns, rdzv_view_fn fn, void *arg);
+/* Call fn for each member lost from generation *gen (set to it; 0 when none) with its rank and cause:
+ * the excluded list of that generation's recovery. */
+void rdzv_each_gone(const struct ns *ns, uint64_t *gen, void (*fn)(void *arg, const struct rdzv_excluded *e),
+                    void *arg);
 /* Call fn for each kept timeline event of ns, oldest first. */
 void rdzv_each_event(const struct ns *ns, void (*fn)(void *arg, const struct rdzv_event *ev), void *arg);
 /* Note a key write: an NCCL id key (nccl/<gen>/...) becomes an id-published event. */
@@ -112,6 +154,8 @@ struct rdzv_owner_ops {
     void (*event)(void *owner, int kind, uint64_t gen, const char *node_id);
     /* Whether the owner can still be answered. */
     int (*live)(void *owner);
+    /* The owner's address as text, for status pages (may be NULL: unknown). */
+    const char *(*peer)(void *owner);
 };
 
 /* The owner of a node: its callbacks, where it keeps its node pointer (cleared when the node is freed),

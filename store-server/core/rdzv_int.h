@@ -72,6 +72,8 @@ struct rdzv {
     int running;               /* the latest generation is running (not broken) */
     int completed;             /* every member of the latest generation left finished */
     uint64_t failures;         /* generations broken */
+    uint64_t formed;           /* generations formed since the daemon started */
+    uint64_t recoveries;       /* of those, formed by a recovery round */
     uint32_t world;            /* world size of the latest generation */
     uint64_t seq;              /* the last parked join's arrival number */
     struct rdzv_set standbys;  /* parked standbys, in arrival order */
@@ -80,6 +82,7 @@ struct rdzv {
     int rec_closing;           /* it is being closed (losses then do not re-enter it) */
     unsigned rec_extended;     /* times another loss extended it */
     struct core_timer *rec_timer; /* its deadline */
+    uint64_t rec_deadline_ms;  /* that deadline as wall-clock time (for status pages) */
     uint64_t gone_gen;         /* the generation the gone list is about */
     struct rdzv_gone *gone;    /* its members lost so far, in order of loss */
     size_t n_gone, cap_gone;
@@ -93,6 +96,11 @@ int rdzv_set_add(struct rdzv_set *s, struct rdzv_node *n);
 void rdzv_set_del(struct rdzv_set *s, const struct rdzv_node *n);
 /* The core of a namespace's rendezvous state. */
 struct core *rdzv_core(const struct rdzv *rz);
+/* Wall-clock milliseconds, from the core's hook when there is one. */
+uint64_t rdzv_wall_ms(const struct rdzv *rz);
+/* Record one timeline event in the job's ring (what: len bytes, may be NULL; cause may be NULL). */
+void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen, const char *what, size_t len,
+                const char *cause);
 /* Arm a timer for ms milliseconds from now. */
 void rdzv_arm(const struct rdzv *rz, struct core_timer *t, uint64_t ms);
 /* Answer a node's join request id through its owner. */

@@ -81,6 +81,7 @@ static int rdzv_recover_arm(struct rdzv *rz)
     if (!rz->rec_timer && !(rz->rec_timer = h->timer_new(h->ctx, rdzv_recover_deadline_cb, rz)))
         return -1;
     rdzv_arm(rz, rz->rec_timer, rdzv_core(rz)->lim.recovery_timeout);
+    rz->rec_deadline_ms = rdzv_wall_ms(rz) + rdzv_core(rz)->lim.recovery_timeout;
     return 0;
 }
 
@@ -139,6 +140,7 @@ static void rdzv_recover_fail(struct rdzv *rz, int status, const char *msg)
     stats_inc(rdzv_core(rz)->stats, STAT_RDZV_RECOVERY_FAILED);
     core_log(rdzv_core(rz), CORE_LOG_WARN, "ns '%s': recovery of generation %" PRIu64 " failed: %s", rz->ns->name,
              rz->generation, msg);
+    rdzv_event(rz, RDZV_EV_RECOVERY_FAILED, rz->generation, NULL, 0, msg);
     while (rz->rec.n > 0)
         rdzv_recover_refuse(rz->rec.v[rz->rec.n - 1], status, msg);
     rz->rec_open = rz->rec_closing = 0;
@@ -188,6 +190,8 @@ static void rdzv_recover_close(struct rdzv *rz, int at_deadline)
     rz->rec_extended = 0;
     stats_inc(rdzv_core(rz)->stats, STAT_RDZV_RECOVERIES);
     stats_add(rdzv_core(rz)->stats, STAT_RDZV_EXCLUDED, rz->gone_gen == prev ? rz->n_gone : 0);
+    for (size_t i = 0; rz->gone_gen == prev && i < rz->n_gone; i++)
+        rdzv_event(rz, RDZV_EV_EXCLUDED, prev, rz->gone[i].id, strlen(rz->gone[i].id), rz->gone[i].cause);
     rz->rec_open = 0;
     rdzv_form(rz, &next, 1, prev);
     rdzv_round_check(rz);
@@ -224,6 +228,7 @@ int rdzv_recover_join(struct rdzv_node *n, const struct rdzv_join_req *j, uint64
         }
         core_log(rdzv_core(rz), CORE_LOG_INFO, "ns '%s': recovery round of generation %" PRIu64 " opened by '%s'",
                  rz->ns->name, rz->generation, n->id);
+        rdzv_event(rz, RDZV_EV_RECOVERY_OPENED, rz->generation, n->id, strlen(n->id), NULL);
     }
     rdzv_recover_check(rz);
     return CORE_OK;

@@ -126,12 +126,19 @@ static int op_rdzv_live(void *owner)
     return conn_live(owner);
 }
 
+/* The connection's peer address, for status pages. */
+static const char *op_rdzv_peer(void *owner)
+{
+    return conn_peer(owner);
+}
+
 static const struct rdzv_owner_ops op_rdzv_ops = {
     .park = op_rdzv_park,
     .unpark = op_rdzv_unpark,
     .reply = op_rdzv_reply,
     .event = op_rdzv_event,
     .live = op_rdzv_live,
+    .peer = op_rdzv_peer,
 };
 
 /* rdzv_join: join the namespace's next round; answered when it closes (an op table row). */

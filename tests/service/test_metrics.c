@@ -107,7 +107,8 @@ static void t_jobs(void *arg)
     b = await_job("id_published");
     CHECK(strstr(b, "\"state\":\"running\"") != NULL);
     CHECK(strstr(b, "\"world_size\":4") != NULL);
-    CHECK(strstr(b, "\"members\":[{\"node_id\":\"node-a\",\"node_rank\":0,\"rank_start\":0,\"local_world_size\":4}]"));
+    CHECK(strstr(b, "\"members\":[{\"node_id\":\"node-a\",\"node_rank\":0,\"rank_start\":0,\"local_world_size\":4,"));
+    CHECK(strstr(b, "\"state\":\"running\",\"peer\":\"127.0.0.1:") != NULL);
     CHECK(strstr(b, "\"event\":\"joined\"") != NULL);
     CHECK(strstr(b, "\"event\":\"assigned\"") != NULL);
     CHECK(strstr(b, "\"detail\":\"nccl/1/world/id/0\"") != NULL);

@@ -254,7 +254,15 @@ int t_live(void *owner)
     return !((struct t_node *)owner)->gone;
 }
 
-const struct rdzv_owner_ops t_ops = {t_park, t_unpark, t_reply, t_event, t_live};
+/* A made-up address for the fake connection, from its session id (valid until the next call). */
+const char *t_peer(void *owner)
+{
+    static char buf[32];
+    snprintf(buf, sizeof buf, "10.0.0.%llu:5000", (unsigned long long)((struct t_node *)owner)->session);
+    return buf;
+}
+
+const struct rdzv_owner_ops t_ops = {t_park, t_unpark, t_reply, t_event, t_live, t_peer};
 
 /* Join with id, the round's min/max and last call; the join's status. */
 int t_join(struct t_world *w, struct t_node *o, const char *id, uint32_t min, uint32_t max, uint32_t last_call)

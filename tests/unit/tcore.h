@@ -77,6 +77,8 @@ void t_reply(void *owner, uint64_t id, int status, const char *msg, const struct
 void t_event(void *owner, int kind, uint64_t gen, const char *node_id);
 /* Whether the fake connection is open. */
 int t_live(void *owner);
+/* A made-up address for the fake connection, from its session id (valid until the next call). */
+const char *t_peer(void *owner);
 /* Join with id, the round's min/max and last call; the join's status. */
 int t_join(struct t_world *w, struct t_node *o, const char *id, uint32_t min, uint32_t max, uint32_t last_call);
 /* Form a generation of n nodes (min = max = n, ids n0, n1, ...); its number. */

@@ -5,7 +5,8 @@
  * second failure during it; a partitioned member answered EXCLUDED; the
  * survivors' old order kept and every node told the same; standbys admitted
  * longest waiting first; over-subscription parks the extras as standbys;
- * generation numbers never reused; and bad requests refused and counted.
+ * generation numbers never reused; bad requests refused and counted; and
+ * the read-only views status pages draw from (rdzv_view.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -351,6 +352,103 @@ static void t_timeout_names_missing(void *unused)
     t_world_fini(&w);
 }
 
+/* What a view walk saw: the nodes as "id@peer:state:age" words, and the lost members with causes. */
+struct t_seen {
+    char text[512];
+};
+
+/* Append one node of a view walk as "id@peer[:lost][:recovering] age". */
+static void t_see_node(void *arg, const struct rdzv_node_view *v)
+{
+    struct t_seen *s = arg;
+    size_t n = strlen(s->text);
+    snprintf(s->text + n, sizeof s->text - n, "%s%s@%s%s%s %llu", n ? ", " : "", v->node_id, v->peer ? v->peer : "?",
+             v->lost ? ":lost" : "", v->recovering ? ":recovering" : "", (unsigned long long)v->seen_age_ms);
+}
+
+/* Append one lost member as "id:rank:cause". */
+static void t_see_gone(void *arg, const struct rdzv_excluded *e)
+{
+    struct t_seen *s = arg;
+    size_t n = strlen(s->text);
+    snprintf(s->text + n, sizeof s->text - n, "%s%s:%u:%s", n ? ", " : "", e->node_id, (unsigned)e->old_node_rank,
+             e->cause);
+}
+
+/* Append one timeline event as "kind gen what[: cause]" (the kinds by number). */
+static void t_see_event(void *arg, const struct rdzv_event *ev)
+{
+    struct t_seen *s = arg;
+    size_t n = strlen(s->text);
+    snprintf(s->text + n, sizeof s->text - n, "%s%d %llu %s%s%s", n ? " | " : "", (int)ev->kind,
+             (unsigned long long)ev->generation, ev->what, *ev->cause ? ": " : "", ev->cause);
+}
+
+/* The read-only views a status page draws from: members with address, age and state, standbys, the
+ * recovery round while open, the lost members with causes, counters, and the timeline's recovery events. */
+static void t_views(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[3] = {{0}}, sb = {0};
+    t_world_init(&w, 0);
+    uint64_t g = t_gen(&w, v, 3);
+    sb.session = 9;
+    CHECK_EQ(t_rjoin(&w, &sb, "s0", 1, 3, T_STANDBY), MUSTER__STATUS__OK);
+    t_advance(1500);
+    struct rdzv_info ri;
+    CHECK_EQ(rdzv_info(w.ns, &ri), 0);
+    CHECK_EQ(ri.standbys, 1);
+    CHECK_EQ(ri.formed, 1);
+    CHECK_EQ(ri.recovering, 0);
+    struct t_seen s = {""};
+    rdzv_each_member_view(w.ns, t_see_node, &s);
+    CHECK_STR(s.text, "n0@10.0.0.1:5000 1500, n1@10.0.0.2:5000 1500, n2@10.0.0.3:5000 1500");
+    s.text[0] = 0;
+    rdzv_each_standby(w.ns, t_see_node, &s);
+    CHECK_STR(s.text, "s0@10.0.0.9:5000 1500");
+    uint64_t gone_gen = 7;
+    rdzv_each_gone(w.ns, &gone_gen, t_see_gone, &s);
+    CHECK_EQ(gone_gen, 0);
+
+    t_kill(&v[1]);
+    int first[] = {0};
+    t_recover_all(&w, v, first, 1);
+    CHECK_EQ(rdzv_info(w.ns, &ri), 0);
+    CHECK_EQ(ri.recovering, 1);
+    CHECK_EQ(ri.recovery_joined, 1);
+    CHECK(ri.recovery_deadline_ms > t_wall_ms(NULL));
+    s.text[0] = 0;
+    rdzv_each_member_view(w.ns, t_see_node, &s);
+    CHECK_STR(s.text, "n0@10.0.0.1:5000:recovering 0, n2@10.0.0.3:5000 1500"); /* n1's record went with it */
+
+    int last[] = {2};
+    t_recover_all(&w, v, last, 1);
+    CHECK_EQ(rdzv_info(w.ns, &ri), 0);
+    CHECK_EQ(ri.generation, g + 1);
+    CHECK_EQ(ri.recovering, 0);
+    CHECK_EQ(ri.standbys, 0); /* admitted into the free place */
+    CHECK_EQ(ri.formed, 2);
+    CHECK_EQ(ri.recoveries, 1);
+    s.text[0] = 0;
+    rdzv_each_gone(w.ns, &gone_gen, t_see_gone, &s);
+    CHECK_EQ(gone_gen, g);
+    CHECK_STR(s.text, "n1:1:closed its connection");
+    s.text[0] = 0;
+    rdzv_each_event(w.ns, t_see_event, &s);
+    char want[512];
+    snprintf(want, sizeof want,
+             "%d 1 n0 | %d 1 n1 | %d 1 n2 | %d 1  | %d 2 s0: as a standby | %d 1 n1: closed its connection | "
+             "%d 2 n0: the recovery round | %d 1 n0 | %d 2 n2: the recovery round | %d 1 n1: closed its connection | "
+             "%d 2 : recovery of generation 1",
+             RDZV_EV_JOINED, RDZV_EV_JOINED, RDZV_EV_JOINED, RDZV_EV_ASSIGNED, RDZV_EV_JOINED, RDZV_EV_FAILED,
+             RDZV_EV_JOINED, RDZV_EV_RECOVERY_OPENED, RDZV_EV_JOINED, RDZV_EV_EXCLUDED, RDZV_EV_RECOVERED);
+    CHECK_STR(s.text, want);
+    t_close_all(v, 3);
+    t_close_all(&sb, 1);
+    t_world_fini(&w);
+}
+
 int main(void)
 {
     h_init("recovery", 20);
@@ -363,5 +461,6 @@ int main(void)
     H_RUN(t_numbers_and_min, NULL);
     H_RUN(t_bad_input, NULL);
     H_RUN(t_timeout_names_missing, NULL);
+    H_RUN(t_views, NULL);
     return h_finish();
 }

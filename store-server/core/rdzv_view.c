@@ -1,0 +1,126 @@
+/*
+ * Read-only views of a namespace's rendezvous state, for metrics, `muster
+ * status` and the status page: the summary, the members of the latest
+ * generation, the open round's joiners, the standbys, the members lost
+ * from a generation (a recovery's excluded list) and the timeline ring.
+ *
+ * Nothing here changes the state; a view's strings point into it and are
+ * valid until the state next changes (the caller copies what it keeps).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "core.h"
+#include "rdzv.h"
+#include "rdzv_int.h"
+
+/* Fill *out for ns; 0, or -1 when the job never used rendezvous. */
+int rdzv_info(const struct ns *ns, struct rdzv_info *out)
+{
+    const struct rdzv *rz = ns->rdzv;
+    memset(out, 0, sizeof *out);
+    if (!rz)
+        return -1;
+    out->generation = rz->generation;
+    out->running = rz->running;
+    out->completed = rz->completed;
+    out->members = rz->members.n;
+    out->joining = rz->round.n;
+    out->world_size = rz->world;
+    out->failures = rz->failures;
+    out->formed = rz->formed;
+    out->recoveries = rz->recoveries;
+    out->standbys = rz->standbys.n;
+    out->recovering = rz->rec_open;
+    out->recovery_joined = rz->rec.n;
+    out->recovery_deadline_ms = rz->rec_open ? rz->rec_deadline_ms : 0;
+    return 0;
+}
+
+/* Call fn for each member of ns's latest generation in rank order. */
+void rdzv_each_member(const struct ns *ns, rdzv_member_fn fn, void *arg)
+{
+    const struct rdzv *rz = ns->rdzv;
+    for (size_t i = 0; rz && i < rz->members.n; i++) {
+        const struct rdzv_node *m = rz->members.v[i];
+        fn(arg, m->id, m->node_rank, m->rank_start, m->lws);
+    }
+}
+
+/* Fill *v with node n's view at wall-clock time now. */
+static void rdzv_view_of(const struct rdzv_node *n, uint64_t now, struct rdzv_node_view *v)
+{
+    const struct rdzv_owner_ops *ops = n->owner.ops;
+    *v = (struct rdzv_node_view){
+        .node_id = n->id,
+        .peer = ops && ops->peer ? ops->peer(n->owner.arg) : NULL,
+        .node_rank = n->node_rank,
+        .rank_start = n->rank_start,
+        .local_world_size = n->lws,
+        .old_node_rank = n->old_rank,
+        .seen_ms = n->seen_ms,
+        .seen_age_ms = n->seen_ms && now > n->seen_ms ? now - n->seen_ms : 0,
+        .lost = n->lost,
+        .recovering = n->joining && n->queue == RDZV_Q_RECOVER,
+        .joining = n->joining && n->queue == RDZV_Q_ROUND,
+    };
+}
+
+/* Call fn with the view of each node of set s of ns, in the set's order. */
+static void rdzv_each_in(const struct rdzv *rz, const struct rdzv_set *s, rdzv_view_fn fn, void *arg)
+{
+    uint64_t now = rdzv_wall_ms(rz);
+    for (size_t i = 0; i < s->n; i++) {
+        struct rdzv_node_view v;
+        rdzv_view_of(s->v[i], now, &v);
+        fn(arg, &v);
+    }
+}
+
+/* Call fn with a view of each member of ns's latest generation in rank order. */
+void rdzv_each_member_view(const struct ns *ns, rdzv_view_fn fn, void *arg)
+{
+    const struct rdzv *rz = ns->rdzv;
+    if (rz)
+        rdzv_each_in(rz, &rz->members, fn, arg);
+}
+
+/* Call fn with a view of each node parked in ns's open round, in arrival order. */
+void rdzv_each_joiner(const struct ns *ns, rdzv_view_fn fn, void *arg)
+{
+    const struct rdzv *rz = ns->rdzv;
+    if (rz)
+        rdzv_each_in(rz, &rz->round, fn, arg);
+}
+
+/* Call fn with a view of each parked standby of ns, longest waiting first. */
+void rdzv_each_standby(const struct ns *ns, rdzv_view_fn fn, void *arg)
+{
+    const struct rdzv *rz = ns->rdzv;
+    if (rz)
+        rdzv_each_in(rz, &rz->standbys, fn, arg);
+}
+
+/* Call fn for each member lost from generation *gen (set to it; 0 when none) with its rank and cause:
+ * the excluded list of that generation's recovery. */
+void rdzv_each_gone(const struct ns *ns, uint64_t *gen, void (*fn)(void *arg, const struct rdzv_excluded *e),
+                    void *arg)
+{
+    const struct rdzv *rz = ns->rdzv;
+    *gen = rz && rz->n_gone ? rz->gone_gen : 0;
+    for (size_t i = 0; *gen && i < rz->n_gone; i++) {
+        const struct rdzv_gone *g = &rz->gone[i];
+        fn(arg, &(struct rdzv_excluded){g->id, g->old_rank, g->cause});
+    }
+}
+
+/* Call fn for each kept timeline event of ns, oldest first. */
+void rdzv_each_event(const struct ns *ns, void (*fn)(void *arg, const struct rdzv_event *ev), void *arg)
+{
+    const struct rdzv *rz = ns->rdzv;
+    if (!rz)
+        return;
+    size_t first = (rz->ring_next + RDZV_RING - rz->ring_n) % RDZV_RING;
+    for (size_t i = 0; i < rz->ring_n; i++)
+        fn(arg, &rz->ring[(first + i) % RDZV_RING]);
+}
