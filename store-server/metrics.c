@@ -8,6 +8,8 @@
  *   /healthz        200 while the loop runs
  *   /readyz         200 once listening and recovered, 503 while draining
  *   /v1/jobs[/NAME] job reports as JSON, or terminal text with ?format=text
+ *   /, /v1/status,  the live status page and the JSON it draws from
+ *   /v1/server      (status_page.c)
  *
  * It is a separate listener so operators can keep it off the data network.
  */
@@ -37,6 +39,7 @@
 #include "persist.h"
 #include "rdzv.h"
 #include "server.h"
+#include "status_page.h"
 
 struct metrics {
     struct evhttp *http;
@@ -345,9 +348,12 @@ static void metrics_route(struct server *srv, struct evhttp_request *req, const 
         metrics_jobs(srv, req, NULL, text);
     } else if (strncmp(path, "/v1/jobs/", 9) == 0) {
         metrics_jobs(srv, req, path + 9, text);
+    } else if (status_page_route(srv, req, path)) {
+        /* answered */
     } else {
         stats_inc(&srv->stats, STAT_HTTP_NOT_FOUND);
-        metrics_send_text(req, 404, "Not Found", "not found (try /metrics, /healthz, /readyz, /v1/jobs)");
+        metrics_send_text(req, 404, "Not Found",
+                          "not found (try /, /metrics, /healthz, /readyz, /v1/jobs, /v1/status)");
     }
 }
 
