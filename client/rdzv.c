@@ -127,6 +127,11 @@ int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignmen
 int muster_rdzv_recover(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
                         uint32_t timeout_ms)
 {
+    /* A failover gave this handle a new connection, which was never a member: the daemon would say
+     * NOT_MEMBER; say what it means for the caller. */
+    if (m && m->rdzv_lost)
+        return error_set(m, MUSTER_EEXCLUDED, "the store connection was re-established (failover); this node "
+                                              "cannot recover in place: join again as a newcomer");
     return rdzv_join_as(m, opts, 1, out, timeout_ms);
 }
 

@@ -102,8 +102,8 @@ MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muste
                                 uint32_t timeout_ms);
 /* Join the recovery round of the generation this handle was a member of (it broke) and wait for the
  * agreed next generation; opts gives local_world_size and want_members (min/max are the generation's).
- * MUSTER_EEXCLUDED: this node was left out (join again as a newcomer); MUSTER_ECONFLICT: the generation
- * still runs; MUSTER_ETIMEDOUT: too few nodes to go on in place. */
+ * MUSTER_EEXCLUDED: this node was left out, or its handle failed over to a new connection (join again as
+ * a newcomer); MUSTER_ECONFLICT: the generation still runs; MUSTER_ETIMEDOUT: too few nodes to go on. */
 MUSTER_API int muster_rdzv_recover(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
                                    uint32_t timeout_ms);
 /* Report that member node_id of this handle's generation failed (cause: free text, may be NULL): the

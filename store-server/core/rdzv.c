@@ -199,6 +199,8 @@ void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const ch
 {
     if (lost->generation == 0 || lost->generation != rz->generation || lost->lost || rz->completed)
         return;
+    if (lost->queue != RDZV_Q_RECOVER)
+        rdzv_recover_moved(rz, lost, 0);
     lost->lost = 1;
     int first = rz->running;
     if (first)
@@ -252,11 +254,14 @@ void rdzv_unpark(struct rdzv_node *n)
 {
     if (!n->joining)
         return;
+    enum rdzv_queue was = n->queue;
     rdzv_release(n);
-    rdzv_set_del(rdzv_queue_set(n->rz, n->queue), n);
-    if (n->queue == RDZV_Q_ROUND)
+    rdzv_set_del(rdzv_queue_set(n->rz, was), n);
+    if (was == RDZV_Q_ROUND)
         HASH_DELETE(hh_round, n->rz->round_ids, n);
     n->queue = RDZV_Q_NONE;
+    if (was == RDZV_Q_RECOVER)
+        rdzv_recover_moved(n->rz, n, -1);
 }
 
 /* Drop joiners whose owner is already going away (a closing connection): they cannot be members. */
@@ -702,6 +707,8 @@ int rdzv_park(struct rdzv_node *n, enum rdzv_queue q, const struct rdzv_join_req
     }
     if (q == RDZV_Q_ROUND)
         HASH_ADD_KEYPTR(hh_round, rz->round_ids, n->id, strlen(n->id), n);
+    if (q == RDZV_Q_RECOVER)
+        rdzv_recover_moved(rz, n, 1);
     rdzv_arm(rz, n->join_timer, core_timeout(core, j->timeout_ms));
     rdzv_event(rz, RDZV_EV_JOINED, rz->generation + 1, n->id, strlen(n->id),
                q == RDZV_Q_STANDBY ? "as a standby" : q == RDZV_Q_RECOVER ? "the recovery round" : NULL);

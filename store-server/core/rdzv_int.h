@@ -80,6 +80,7 @@ struct rdzv {
     struct rdzv_set rec;       /* survivors parked in the latest generation's recovery round */
     int rec_open;              /* that round is open */
     int rec_closing;           /* it is being closed (losses then do not re-enter it) */
+    size_t rec_missing;        /* survivors of the latest generation not in it (neither lost nor joined) */
     unsigned rec_extended;     /* times another loss extended it */
     struct core_timer *rec_timer; /* its deadline */
     uint64_t rec_deadline_ms;  /* that deadline as wall-clock time (for status pages) */
@@ -126,6 +127,9 @@ void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const ch
 /* Recovery rounds (rdzv_recover.c). */
 /* Join the latest generation's recovery round for n; a core status with msg filled when not parked. */
 int rdzv_recover_join(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_t id, char *msg, size_t len);
+/* Keep the open round's count of missing survivors: member n of the latest generation joined the round
+ * (joined > 0), left it still a survivor (joined < 0), or was lost while not in it (joined 0). */
+void rdzv_recover_moved(struct rdzv *rz, const struct rdzv_node *n, int joined);
 /* A member of the latest generation was lost while its recovery round may be open. */
 void rdzv_recover_lost(struct rdzv *rz);
 /* A node arrived that a recovery round could admit (a newcomer or a standby): it may close now. */

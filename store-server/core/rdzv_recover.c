@@ -40,21 +40,29 @@
 
 static void rdzv_recover_close(struct rdzv *rz, int at_deadline);
 
-/* Whether member m of the latest generation is a survivor the round waits for. */
-static int rdzv_recover_expects(const struct rdzv_node *m)
-{
-    return !m->lost && m->owner.ops->live(m->owner.arg);
-}
-
-/* Survivors of the latest generation that have not joined its recovery round. */
+/* Count the survivors of the latest generation that have not joined its recovery round (once, when
+ * it opens; afterwards rdzv_recover_moved keeps the count, so a join costs O(1), not a scan). */
 static size_t rdzv_recover_missing(const struct rdzv *rz)
 {
     size_t missing = 0;
     for (size_t i = 0; i < rz->members.n; i++) {
         const struct rdzv_node *m = rz->members.v[i];
-        missing += rdzv_recover_expects(m) && m->queue != RDZV_Q_RECOVER;
+        missing += !m->lost && m->queue != RDZV_Q_RECOVER;
     }
     return missing;
+}
+
+/* Keep the open round's count of missing survivors: member n of the latest generation joined the round
+ * (joined > 0), left it still a survivor (joined < 0: its join timed out or was cancelled), or was lost
+ * while not in it (joined 0). */
+void rdzv_recover_moved(struct rdzv *rz, const struct rdzv_node *n, int joined)
+{
+    if (!rz->rec_open || rz->rec_closing || n->generation != rz->generation || !n->generation)
+        return;
+    if (joined > 0 || joined == 0)
+        rz->rec_missing -= rz->rec_missing > 0;
+    else if (!n->lost)
+        rz->rec_missing++;
 }
 
 /* Why member n of generation gen was excluded, from the gone list. */
@@ -222,6 +230,7 @@ int rdzv_recover_join(struct rdzv_node *n, const struct rdzv_join_req *j, uint64
     if (!rz->rec_open) {
         rz->rec_open = 1;
         rz->rec_extended = 0;
+        rz->rec_missing = rdzv_recover_missing(rz);
         if (rdzv_recover_arm(rz) != 0) {
             rdzv_recover_fail(rz, CORE_INTERNAL, "cannot make the recovery round's timer");
             return CORE_OK; /* answered */
@@ -260,7 +269,7 @@ void rdzv_recover_lost(struct rdzv *rz)
  * is missing. */
 void rdzv_recover_check(struct rdzv *rz)
 {
-    if (rz->rec_open && !rz->rec_closing && rdzv_recover_missing(rz) == 0)
+    if (rz->rec_open && !rz->rec_closing && rz->rec_missing == 0)
         rdzv_recover_close(rz, 0);
 }
 
