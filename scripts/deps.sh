@@ -15,11 +15,14 @@ protobuf-c-compiler uthash-dev zlib1g-dev libssl-dev libjansson-dev python3 pyth
 # file (systemd), the Python package's build, tests and install (a venv:
 # python3-venv; see README's Python section), the container image,
 # the etcd cluster of the HA tests, the multinode test's namespaces,
-# packet rules and latency (nfdelay, on libnetfilter-queue), and Prometheus
-# (prometheus, with promtool) for the shipped rules and the scrape test.
+# packet rules and latency (nfdelay, on libnetfilter-queue), Prometheus
+# (prometheus, with promtool) for the shipped rules and the scrape test,
+# headless Chromium for the status page's test (tests/service/test_status_page.c),
+# and `kubectl kustomize` (kubernetes-client) with python3-yaml for the
+# Kubernetes manifests' test (tests/service/test_kubernetes.sh).
 TEST_PACKAGES="clang libclang-rt-14-dev openssl systemd libsystemd-dev python3-dev python3-pytest
 python3-mesonpy python3-pip python3-venv docker.io docker-compose debootstrap etcd-server etcd-client
-iproute2 iptables iputils-ping libnetfilter-queue-dev prometheus"
+iproute2 iptables iputils-ping libnetfilter-queue-dev prometheus chromium kubernetes-client python3-yaml"
 
 # bench/run.sh's peers and report: Redis 7 (redis-server; redis-benchmark and
 # redis-cli from redis-tools) next to torch's TCPStore (python3-torch, above),
@@ -38,6 +41,11 @@ esac
 
 missing=
 for p in $PACKAGES; do
+    # Another package's kubectl (one from Kubernetes' own repository) owns /usr/bin/kubectl, and
+    # kubernetes-client would fail to unpack over it; any kubectl renders the manifests.
+    if [ "$p" = kubernetes-client ] && command -v kubectl >/dev/null 2>&1; then
+        continue
+    fi
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
         missing="$missing $p"
     fi

@@ -116,11 +116,13 @@ struct jobs_nodes {
     const struct rdzv_info *ri;
 };
 
-/* The state word of a node: lost, recovering (in the recovery round), rejoining (in the open round), or
- * for a member of the latest generation running, done (it completed) or idle (it broke, the member has
- * not joined again). */
+/* The state word of a node: standby, lost, recovering (in the recovery round), rejoining (in the open
+ * round), or for a member of the latest generation running, done (it completed) or idle (it broke, the
+ * member has not joined again). */
 static const char *jobs_node_state(const struct rdzv_node_view *v, const struct rdzv_info *ri)
 {
+    if (v->standby)
+        return "standby";
     if (v->lost)
         return "lost";
     if (v->recovering)

@@ -71,6 +71,7 @@ struct rdzv_node_view {
     int lost;                  /* lost from its generation */
     int recovering;            /* parked in the recovery round */
     int joining;               /* parked in the open round */
+    int standby;               /* parked as a standby */
 };
 
 /* One member of the latest generation, as reported by rdzv_each_member. */

@@ -63,6 +63,7 @@ static void rdzv_view_of(const struct rdzv_node *n, uint64_t now, struct rdzv_no
         .lost = n->lost,
         .recovering = n->joining && n->queue == RDZV_Q_RECOVER,
         .joining = n->joining && n->queue == RDZV_Q_ROUND,
+        .standby = n->joining && n->queue == RDZV_Q_STANDBY,
     };
 }
 
