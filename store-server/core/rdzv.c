@@ -155,29 +155,8 @@ void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen, const 
 
 /* ---------------------------------------------------------- breaking */
 
-/* Record that a member of the latest generation was lost (id, its rank, why), for recovery answers. */
-static void rdzv_note_gone(struct rdzv *rz, const char *id, uint32_t rank, const char *why)
-{
-    if (rz->gone_gen != rz->generation) {
-        rz->n_gone = 0;
-        rz->gone_gen = rz->generation;
-    }
-    if (rz->n_gone == rz->cap_gone) {
-        size_t cap = rz->cap_gone ? rz->cap_gone * 2 : 4;
-        struct rdzv_gone *v = realloc(rz->gone, cap * sizeof *v);
-        if (!v)
-            return; /* the answer then lists one excluded member fewer; membership is still right */
-        rz->gone = v;
-        rz->cap_gone = cap;
-    }
-    struct rdzv_gone *g = &rz->gone[rz->n_gone++];
-    snprintf(g->id, sizeof g->id, "%s", id);
-    snprintf(g->cause, sizeof g->cause, "%s", why);
-    g->old_rank = rank;
-}
-
 /* Break the running generation: not running, counted, its heartbeats stopped, the broken key set. */
-static void rdzv_break(struct rdzv *rz, const char *id, const char *why)
+void rdzv_break(struct rdzv *rz, const char *id, const char *why)
 {
     rz->running = 0;
     rz->failures++;
@@ -190,34 +169,6 @@ static void rdzv_break(struct rdzv *rz, const char *id, const char *why)
     char key[64];
     keys_rdzv_broken(key, sizeof key, rz->generation);
     rdzv_publish(rz, key, id);
-}
-
-/* Member lost of the latest generation (known as id) is gone for why: break the generation if it runs,
- * record the loss, tell the other members, and let a recovery round go on without it.  A member lost
- * after the break (a second failure) is told to the others too, so survivors learn of every loss. */
-void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const char *why)
-{
-    if (lost->generation == 0 || lost->generation != rz->generation || lost->lost || rz->completed)
-        return;
-    if (lost->queue != RDZV_Q_RECOVER)
-        rdzv_recover_moved(rz, lost, 0);
-    lost->lost = 1;
-    int first = rz->running;
-    if (first)
-        rdzv_break(rz, id, why);
-    else
-        rdzv_event(rz, RDZV_EV_LOST, rz->generation, id, strlen(id), why);
-    rdzv_note_gone(rz, id, lost->node_rank, why);
-    /* Later losses are told only while survivors recover: a member re-forming the old way has already
-     * left the generation behind. */
-    for (size_t i = 0; (first || rz->rec_open) && i < rz->members.n; i++) {
-        struct rdzv_node *m = rz->members.v[i];
-        if (m != lost && !m->lost)
-            rdzv_push(m, RDZV_MEMBER_LOST, rz->generation, id);
-    }
-    rdzv_recover_lost(rz);
-    /* A round that waited for this generation to end may close now. */
-    rdzv_round_check(rz);
 }
 
 /* A member's heartbeat deadline passed: it counts as lost. */
@@ -396,23 +347,6 @@ void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t
     rdzv_publish(rz, KEYS_RDZV_GENERATION, gen);
 }
 
-/* Take up to want standbys, longest waiting first, out of their queue into to; how many. */
-size_t rdzv_take_standbys(struct rdzv *rz, struct rdzv_set *to, size_t want)
-{
-    size_t k = 0;
-    while (k < want && rz->standbys.n > 0) {
-        struct rdzv_node *n = rz->standbys.v[0];
-        if (rdzv_set_add(to, n) != 0)
-            break;
-        /* Out of the queue but still parked: rdzv_form releases and answers it with the others. */
-        rdzv_set_del(&rz->standbys, n);
-        n->queue = RDZV_Q_NONE;
-        k++;
-    }
-    stats_add(rdzv_core(rz)->stats, STAT_RDZV_STANDBYS_ADMITTED, k);
-    return k;
-}
-
 /* Order the open round's joiners for admission: members of the latest generation first (the last call
  * prefers them over newcomers), then by arrival. */
 static int rdzv_cmp_admit(const void *a, const void *b)
@@ -492,65 +426,6 @@ void rdzv_round_check(struct rdzv *rz)
 }
 
 /* ------------------------------------------------------------- nodes */
-
-/* Append to buf at *off the ids of the nodes in s that are not self and pass keep, at most 8, each with
- * how long ago it was last seen when ago is set; how many passed. */
-static size_t rdzv_list(const struct rdzv_set *s, const struct rdzv_node *self, int (*keep)(const struct rdzv_node *),
-                        int ago, uint64_t now, char *buf, size_t len, size_t *off)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const struct rdzv_node *m = s->v[i];
-        if (m == self || (keep && !keep(m)))
-            continue;
-        if (k++ >= 8)
-            continue;
-        *off += (size_t)snprintf(buf + *off, *off < len ? len - *off : 0, "%s%.40s", k > 1 ? ", " : "", m->id);
-        if (ago && m->seen_ms && now >= m->seen_ms)
-            *off += (size_t)snprintf(buf + *off, *off < len ? len - *off : 0, " (last seen %.1f s ago)",
-                                     (double)(now - m->seen_ms) / 1000.0);
-    }
-    if (k > 8)
-        *off += (size_t)snprintf(buf + *off, *off < len ? len - *off : 0, " and %zu more", k - 8);
-    return k;
-}
-
-/* Whether member m of the latest generation has not come back to the open round. */
-static int rdzv_not_back(const struct rdzv_node *m)
-{
-    return m->queue != RDZV_Q_ROUND && m->queue != RDZV_Q_RECOVER;
-}
-
-/* Words for n's timed-out join: who joined the round, and which members of the generation before have
- * not come back, with when each was last seen. */
-static void rdzv_who(const struct rdzv_node *n, char *buf, size_t len)
-{
-    const struct rdzv *rz = n->rz;
-    uint64_t now = rdzv_wall_ms(rz);
-    size_t off = 0;
-    if (n->queue == RDZV_Q_STANDBY) {
-        snprintf(buf, len, "no round had room for this standby in time (%zu standbys waiting)", rz->standbys.n);
-        return;
-    }
-    int rec = n->queue == RDZV_Q_RECOVER;
-    off += (size_t)snprintf(buf, len, "round did not close in time: %zu of min %u nodes joined",
-                            rec ? rz->rec.n : rz->round.n, rec ? rz->gen_min : rz->min);
-    if (rz->round.n > 1 || (n->queue != RDZV_Q_ROUND && rz->round.n > 0)) {
-        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, " (others: ");
-        rdzv_list(&rz->round, n, NULL, 0, now, buf, len, &off);
-        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, ")");
-    }
-    if (rz->running) {
-        snprintf(buf + off, off < len ? len - off : 0, "; generation %" PRIu64 " is running: the round waits for it "
-                 "to end", rz->generation);
-    } else if (rz->generation && rz->members.n > 0) {
-        size_t mark = off;
-        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "; not back from generation %" PRIu64 ": ",
-                                rz->generation);
-        if (rdzv_list(&rz->members, n, rdzv_not_back, 1, now, buf, len, &off) == 0 && mark < len)
-            buf[mark] = '\0', off = mark;
-    }
-}
 
 /* A parked join's deadline passed: answer TIMEOUT and leave the round. */
 static void rdzv_join_expired(void *arg)
@@ -810,37 +685,6 @@ void rdzv_leave(struct rdzv_node *n, int finished)
         rdzv_lose(rz, n, n->id, "left");
         rdzv_node_free(n);
     }
-}
-
-/* Member n says member node_id of its generation failed (cause: free text): that member is lost, as if
- * its connection closed.  OK (*gen: the generation), or NOT_MEMBER / NOT_FOUND with msg filled. */
-int rdzv_report(struct rdzv_node *n, const char *node_id, const char *cause, uint64_t *gen, char *msg, size_t len)
-{
-    struct rdzv *rz = n->rz;
-    struct stats *st = rdzv_core(rz)->stats;
-    if (!n->generation || n->generation != rz->generation || n->lost || rz->completed) {
-        stats_inc(st, STAT_RDZV_BAD_REPORTS);
-        snprintf(msg, len, "this connection is not a member of the latest generation");
-        return CORE_NOT_MEMBER;
-    }
-    struct rdzv_node *peer = NULL;
-    for (size_t i = 0; i < rz->members.n && !peer; i++)
-        if (strcmp(rz->members.v[i]->id, node_id) == 0)
-            peer = rz->members.v[i];
-    *gen = rz->generation;
-    if (!peer) {
-        stats_inc(st, STAT_RDZV_BAD_REPORTS);
-        snprintf(msg, len, "node '%s' is not a member of generation %" PRIu64, node_id, rz->generation);
-        return CORE_NOT_FOUND;
-    }
-    if (peer->lost) /* another survivor reported it first, or the server saw it go: nothing more to do */
-        return CORE_OK;
-    char why[RDZV_CAUSE_MAX + 1];
-    snprintf(why, sizeof why, "reported failed by '%.40s'%s%.128s", n->id, cause && *cause ? ": " : "",
-             cause ? cause : "");
-    stats_inc(st, STAT_RDZV_REPORTS);
-    rdzv_lose(rz, peer, peer->id, why);
-    return CORE_OK;
 }
 
 /* Keep n's membership of generation gen alive; OK, or NOT_MEMBER / STALE_GENERATION with msg filled. */

@@ -124,7 +124,13 @@ void rdzv_round_check(struct rdzv *rz);
  * record the loss, tell the other members, and let a recovery round go on without it. */
 void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const char *why);
 
-/* Recovery rounds (rdzv_recover.c). */
+/* Break the running generation: not running, counted, its heartbeats stopped, the broken key set. */
+void rdzv_break(struct rdzv *rz, const char *id, const char *why);
+/* Words for n's timed-out join: who joined the round, and which members of the generation before have
+ * not come back, with when each was last seen (rdzv_view.c). */
+void rdzv_who(const struct rdzv_node *n, char *buf, size_t len);
+
+/* Recovery rounds, losses, standbys and reports (rdzv_recover.c). */
 /* Join the latest generation's recovery round for n; a core status with msg filled when not parked. */
 int rdzv_recover_join(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_t id, char *msg, size_t len);
 /* Keep the open round's count of missing survivors: member n of the latest generation joined the round

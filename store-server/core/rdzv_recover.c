@@ -1,6 +1,8 @@
 /*
  * Recovery rounds and standbys: how the survivors of a broken generation
- * agree on the next one without restarting.
+ * agree on the next one without restarting.  Losses (rdzv_lose, the one
+ * place a member of the latest generation is recorded as gone), standbys'
+ * admission and members' reports of a failed peer live here too.
  *
  * When generation g loses members (a closed connection, missed heartbeats,
  * a leave, or a member's report), the others are told MEMBER_LOST at once
@@ -279,4 +281,103 @@ void rdzv_recover_destroy(struct rdzv *rz)
     if (rz->rec_timer)
         rdzv_core(rz)->hooks.timer_free(rz->rec_timer);
     rz->rec_timer = NULL;
+}
+
+/* ------------------------------------------------- losses, standbys, reports */
+
+/* Record that a member of the latest generation was lost (id, its rank, why), for recovery answers. */
+static void rdzv_note_gone(struct rdzv *rz, const char *id, uint32_t rank, const char *why)
+{
+    if (rz->gone_gen != rz->generation) {
+        rz->n_gone = 0;
+        rz->gone_gen = rz->generation;
+    }
+    if (rz->n_gone == rz->cap_gone) {
+        size_t cap = rz->cap_gone ? rz->cap_gone * 2 : 4;
+        struct rdzv_gone *v = realloc(rz->gone, cap * sizeof *v);
+        if (!v)
+            return; /* the answer then lists one excluded member fewer; membership is still right */
+        rz->gone = v;
+        rz->cap_gone = cap;
+    }
+    struct rdzv_gone *g = &rz->gone[rz->n_gone++];
+    snprintf(g->id, sizeof g->id, "%s", id);
+    snprintf(g->cause, sizeof g->cause, "%s", why);
+    g->old_rank = rank;
+}
+
+/* Member lost of the latest generation (known as id) is gone for why: break the generation if it runs,
+ * record the loss, tell the other members, and let a recovery round go on without it.  A member lost
+ * after the break (a second failure) is told to the others too, so survivors learn of every loss. */
+void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const char *why)
+{
+    if (lost->generation == 0 || lost->generation != rz->generation || lost->lost || rz->completed)
+        return;
+    if (lost->queue != RDZV_Q_RECOVER)
+        rdzv_recover_moved(rz, lost, 0);
+    lost->lost = 1;
+    int first = rz->running;
+    if (first)
+        rdzv_break(rz, id, why);
+    else
+        rdzv_event(rz, RDZV_EV_LOST, rz->generation, id, strlen(id), why);
+    rdzv_note_gone(rz, id, lost->node_rank, why);
+    /* Later losses are told only while survivors recover: a member re-forming the old way has already
+     * left the generation behind. */
+    for (size_t i = 0; (first || rz->rec_open) && i < rz->members.n; i++) {
+        struct rdzv_node *m = rz->members.v[i];
+        if (m != lost && !m->lost)
+            rdzv_push(m, RDZV_MEMBER_LOST, rz->generation, id);
+    }
+    rdzv_recover_lost(rz);
+    /* A round that waited for this generation to end may close now. */
+    rdzv_round_check(rz);
+}
+
+/* Take up to want standbys, longest waiting first, out of their queue into to; how many. */
+size_t rdzv_take_standbys(struct rdzv *rz, struct rdzv_set *to, size_t want)
+{
+    size_t k = 0;
+    while (k < want && rz->standbys.n > 0) {
+        struct rdzv_node *n = rz->standbys.v[0];
+        if (rdzv_set_add(to, n) != 0)
+            break;
+        /* Out of the queue but still parked: rdzv_form releases and answers it with the others. */
+        rdzv_set_del(&rz->standbys, n);
+        n->queue = RDZV_Q_NONE;
+        k++;
+    }
+    stats_add(rdzv_core(rz)->stats, STAT_RDZV_STANDBYS_ADMITTED, k);
+    return k;
+}
+
+/* Member n says member node_id of its generation failed (cause: free text): that member is lost, as if
+ * its connection closed.  OK (*gen: the generation), or NOT_MEMBER / NOT_FOUND with msg filled. */
+int rdzv_report(struct rdzv_node *n, const char *node_id, const char *cause, uint64_t *gen, char *msg, size_t len)
+{
+    struct rdzv *rz = n->rz;
+    struct stats *st = rdzv_core(rz)->stats;
+    if (!n->generation || n->generation != rz->generation || n->lost || rz->completed) {
+        stats_inc(st, STAT_RDZV_BAD_REPORTS);
+        snprintf(msg, len, "this connection is not a member of the latest generation");
+        return CORE_NOT_MEMBER;
+    }
+    struct rdzv_node *peer = NULL;
+    for (size_t i = 0; i < rz->members.n && !peer; i++)
+        if (strcmp(rz->members.v[i]->id, node_id) == 0)
+            peer = rz->members.v[i];
+    *gen = rz->generation;
+    if (!peer) {
+        stats_inc(st, STAT_RDZV_BAD_REPORTS);
+        snprintf(msg, len, "node '%s' is not a member of generation %" PRIu64, node_id, rz->generation);
+        return CORE_NOT_FOUND;
+    }
+    if (peer->lost) /* another survivor reported it first, or the server saw it go: nothing more to do */
+        return CORE_OK;
+    char why[RDZV_CAUSE_MAX + 1];
+    snprintf(why, sizeof why, "reported failed by '%.40s'%s%.128s", n->id, cause && *cause ? ": " : "",
+             cause ? cause : "");
+    stats_inc(st, STAT_RDZV_REPORTS);
+    rdzv_lose(rz, peer, peer->id, why);
+    return CORE_OK;
 }

@@ -2,12 +2,15 @@
  * Read-only views of a namespace's rendezvous state, for metrics, `muster
  * status` and the status page: the summary, the members of the latest
  * generation, the open round's joiners, the standbys, the members lost
- * from a generation (a recovery's excluded list) and the timeline ring.
+ * from a generation (a recovery's excluded list) and the timeline ring;
+ * and the words of a timed-out join (who joined, who has not come back).
  *
  * Nothing here changes the state; a view's strings point into it and are
  * valid until the state next changes (the caller copies what it keeps).
  */
+#include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core.h"
@@ -124,4 +127,63 @@ void rdzv_each_event(const struct ns *ns, void (*fn)(void *arg, const struct rdz
     size_t first = (rz->ring_next + RDZV_RING - rz->ring_n) % RDZV_RING;
     for (size_t i = 0; i < rz->ring_n; i++)
         fn(arg, &rz->ring[(first + i) % RDZV_RING]);
+}
+
+/* Append to buf at *off the ids of the nodes in s that are not self and pass keep, at most 8, each with
+ * how long ago it was last seen when ago is set; how many passed. */
+static size_t rdzv_list(const struct rdzv_set *s, const struct rdzv_node *self, int (*keep)(const struct rdzv_node *),
+                        int ago, uint64_t now, char *buf, size_t len, size_t *off)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct rdzv_node *m = s->v[i];
+        if (m == self || (keep && !keep(m)))
+            continue;
+        if (k++ >= 8)
+            continue;
+        *off += (size_t)snprintf(buf + *off, *off < len ? len - *off : 0, "%s%.40s", k > 1 ? ", " : "", m->id);
+        if (ago && m->seen_ms && now >= m->seen_ms)
+            *off += (size_t)snprintf(buf + *off, *off < len ? len - *off : 0, " (last seen %.1f s ago)",
+                                     (double)(now - m->seen_ms) / 1000.0);
+    }
+    if (k > 8)
+        *off += (size_t)snprintf(buf + *off, *off < len ? len - *off : 0, " and %zu more", k - 8);
+    return k;
+}
+
+/* Whether member m of the latest generation has not come back to the open round. */
+static int rdzv_not_back(const struct rdzv_node *m)
+{
+    return m->queue != RDZV_Q_ROUND && m->queue != RDZV_Q_RECOVER;
+}
+
+/* Words for n's timed-out join: who joined the round, and which members of the generation before have
+ * not come back, with when each was last seen. */
+void rdzv_who(const struct rdzv_node *n, char *buf, size_t len)
+{
+    const struct rdzv *rz = n->rz;
+    uint64_t now = rdzv_wall_ms(rz);
+    size_t off = 0;
+    if (n->queue == RDZV_Q_STANDBY) {
+        snprintf(buf, len, "no round had room for this standby in time (%zu standbys waiting)", rz->standbys.n);
+        return;
+    }
+    int rec = n->queue == RDZV_Q_RECOVER;
+    off += (size_t)snprintf(buf, len, "round did not close in time: %zu of min %u nodes joined",
+                            rec ? rz->rec.n : rz->round.n, rec ? rz->gen_min : rz->min);
+    if (rz->round.n > 1 || (n->queue != RDZV_Q_ROUND && rz->round.n > 0)) {
+        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, " (others: ");
+        rdzv_list(&rz->round, n, NULL, 0, now, buf, len, &off);
+        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, ")");
+    }
+    if (rz->running) {
+        snprintf(buf + off, off < len ? len - off : 0, "; generation %" PRIu64 " is running: the round waits for it "
+                 "to end", rz->generation);
+    } else if (rz->generation && rz->members.n > 0) {
+        size_t mark = off;
+        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "; not back from generation %" PRIu64 ": ",
+                                rz->generation);
+        if (rdzv_list(&rz->members, n, rdzv_not_back, 1, now, buf, len, &off) == 0 && mark < len)
+            buf[mark] = '\0', off = mark;
+    }
 }
