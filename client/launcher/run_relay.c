@@ -13,6 +13,14 @@
  * heartbeated from the launcher's loop); it shares no state with the
  * launcher between start and stop.
  *
+ * Upstream, the relay is event-driven on libmuster's asynchronous calls
+ * (muster/async.h): every worker's request is sent as soon as it is
+ * decoded, many in flight on the one handle, and each connection's replies
+ * go out in its request order (a queue of reply slots), as TCPStore
+ * clients expect.  Where it cannot be told apart from sending each request
+ * alone, a node's requests for the same key share one upstream call
+ * (run_relay_comb.c; docs/launcher.md says what and why).
+ *
  * A worker that sends garbage, an unknown op or more than the relay's
  * limits, or leaves a request incomplete for --relay-request-timeout, is
  * closed (TCPStore has no error reply) and counted; the others are
@@ -49,6 +57,72 @@
 #define RELAY_READ_CHUNK 65536
 /* Events taken from the upstream handle per loop turn. */
 #define RELAY_EVENT_BATCH 4096
+/* Replies one connection may owe before the relay stops decoding its requests (it reads on up to
+ * --relay-max-request bytes): bounds what one worker keeps in flight. */
+#define RELAY_MAX_PIPELINE 4096
+
+/* A new reply slot at the end of c's queue; NULL (c closed) when out of memory. */
+struct run_relay_slot *run_relay_slot_new(struct run_relay *r, struct run_relay_conn *c)
+{
+    struct run_relay_slot *s = calloc(1, sizeof *s);
+    if (!s) {
+        run_relay_close(r, c, "out of memory");
+        return NULL;
+    }
+    if (c->tail)
+        c->tail->next = s;
+    else
+        c->head = s;
+    c->tail = s;
+    c->nslots++;
+    return s;
+}
+
+/* A sink appending to slot s. */
+struct tscodec_sink run_relay_slot_sink(struct run_relay_slot *s)
+{
+    return tscodec_out_sink(&s->out);
+}
+
+/* Mark s complete. */
+void run_relay_slot_done(struct run_relay_slot *s)
+{
+    s->ready = 1;
+}
+
+/* Move c's complete replies at the head of its queue to its output. */
+void run_relay_pump(struct run_relay_conn *c)
+{
+    for (struct run_relay_slot *s = c->head; s && s->ready; s = c->head) {
+        if (s->out.oom)
+            c->out.oom = 1;
+        else if (s->out.len && !c->out.len && !c->out.p) {
+            /* The usual case of one reply: take its buffer instead of copying it. */
+            c->out = s->out;
+            s->out.p = NULL;
+        } else if (s->out.len) {
+            tscodec_out_put(&c->out, s->out.p, s->out.len);
+        }
+        c->head = s->next;
+        if (!c->head)
+            c->tail = NULL;
+        c->nslots--;
+        free(s->out.p);
+        free(s);
+    }
+}
+
+/* Free every slot of c. */
+static void run_relay_slots_free(struct run_relay_conn *c)
+{
+    for (struct run_relay_slot *s = c->head, *n; s; s = n) {
+        n = s->next;
+        free(s->out.p);
+        free(s);
+    }
+    c->head = c->tail = NULL;
+    c->nslots = 0;
+}
 
 /* Close c, with the reason on stderr (TCPStore has no error reply). */
 void run_relay_close(struct run_relay *r, struct run_relay_conn *c, const char *fmt, ...)
@@ -82,7 +156,8 @@ static void run_relay_kill(struct run_relay *r, const char *why)
 }
 
 /* An upstream call failed: close c, or every connection when the handle is beyond repair. */
-void run_relay_upstream_failed(struct run_relay *r, struct run_relay_conn *c, const char *op, int rc)
+void run_relay_upstream_failed(struct run_relay *r, struct run_relay_conn *c, const char *op, int rc,
+                               const char *detail)
 {
     r->st.upstream_errors++;
     if (muster_broken(r->up)) {
@@ -91,8 +166,9 @@ void run_relay_upstream_failed(struct run_relay *r, struct run_relay_conn *c, co
     }
     /* A failover handle answers MUSTER_ECONN for an add, compare_set or append that may or may not
      * have run: TCPStore cannot say so, so the worker's store fails instead of guessing. */
-    run_relay_close(r, c, "%s: %s%s%s", op, muster_strerror(rc), *muster_last_error(r->up) ? ": " : "",
-                    muster_last_error(r->up));
+    if (!detail || !*detail)
+        detail = muster_last_error(r->up);
+    run_relay_close(r, c, "%s: %s%s%s", op, muster_strerror(rc), *detail ? ": " : "", detail);
 }
 
 /* Look again at every parked request (after a gap in the events or a reconnect). */
@@ -113,7 +189,8 @@ static void run_relay_on_event(struct run_relay *r, const muster_event *ev)
         run_relay_recheck_all(r);
         return;
     }
-    if ((ev->kind != MUSTER_EVENT_SET && ev->kind != MUSTER_EVENT_DELETE) || ev->watch_id != r->watch_id)
+    /* A deletion releases nothing: a WAIT wants its keys present, a BARRIER its count reached. */
+    if (ev->kind != MUSTER_EVENT_SET || ev->watch_id != r->watch_id)
         return;
     for (size_t i = 0; i < r->nconns && !r->dead; i++)
         run_relay_ops_recheck(r, r->conns[i], ev->key, ev->value, ev->value_len);
@@ -134,6 +211,7 @@ static void run_relay_events(struct run_relay *r)
                 run_relay_kill(r, muster_strerror(rc));
                 return;
             }
+            r->session = muster_session_id(r->up);
             run_relay_recheck_all(r);
             continue;
         }
@@ -141,8 +219,11 @@ static void run_relay_events(struct run_relay *r)
         muster_event_free(ev);
     }
     uint64_t dropped = r->dead ? 0 : muster_events_dropped(r->up);
-    if (dropped != r->dropped) {
+    uint64_t session = r->dead ? 0 : muster_session_id(r->up);
+    if (dropped != r->dropped || session != r->session) {
+        /* Events were lost, or a failover reconnect happened: changes meanwhile are not replayed. */
         r->dropped = dropped;
+        r->session = session;
         run_relay_recheck_all(r);
     }
 }
@@ -156,10 +237,10 @@ static void run_relay_accept(struct run_relay *r)
             return;
         r->st.accepted++;
         struct run_relay_conn *c = NULL;
-        if (r->dead || r->nconns >= r->cfg.max_conns) {
+        if (r->dead || r->nlive >= r->cfg.max_conns) {
             if (!r->dead) {
                 r->st.limit_conns++;
-                fprintf(stderr, RUN_TAG "relay: refusing a connection: %zu open (--relay-max-conns)\n", r->nconns);
+                fprintf(stderr, RUN_TAG "relay: refusing a connection: %zu open (--relay-max-conns)\n", r->nlive);
             }
             close(fd);
             continue;
@@ -178,8 +259,8 @@ static void run_relay_accept(struct run_relay *r)
         }
         c->fd = fd;
         c->req.op = -1;
-        c->sink = tscodec_out_sink(&c->out);
         r->conns[r->nconns++] = c;
+        r->nlive++;
     }
 }
 
@@ -205,11 +286,14 @@ static void run_relay_flush(struct run_relay *r, struct run_relay_conn *c)
         c->outoff = c->out.len = 0;
 }
 
-/* Whether c's next request (at the front of src) may be decoded while one is parked: only CANCEL_WAIT goes
- * ahead of it. */
+/* Whether c's next request (at the front of src) may be decoded: not while one of its requests waits to
+ * ride on a combined call (its later ones must reach musterd after it) or it owes RELAY_MAX_PIPELINE
+ * replies; while a WAIT or BARRIER is in progress, only CANCEL_WAIT goes ahead of it. */
 static int run_relay_may_decode(struct run_relay *r, struct run_relay_conn *c, const struct tscodec_src *src)
 {
     uint8_t code;
+    if (c->deferred || c->nslots >= RELAY_MAX_PIPELINE)
+        return 0;
     if (c->park == RELAY_PARK_NONE || c->req.op >= 0)
         return 1;
     if (c->era == TS_ERA_LEGACY) {
@@ -241,7 +325,7 @@ static void run_relay_refuse(struct run_relay *r, struct run_relay_conn *c, cons
  * parked request are not an incomplete request: --relay-max-request bounds them instead. */
 uint64_t run_relay_partial_since(const struct run_relay_conn *c, int took, uint64_t now)
 {
-    int held = c->park == RELAY_PARK_NONE && (c->inlen > 0 || c->req.op >= 0);
+    int held = c->park == RELAY_PARK_NONE && !c->deferred && (c->inlen > 0 || c->req.op >= 0);
     if (!held)
         return 0;
     return !c->partial_ms || took ? now : c->partial_ms;
@@ -270,6 +354,7 @@ static void run_relay_decode(struct run_relay *r, struct run_relay_conn *c)
         tscodec_reset(&c->req);
         took = 1;
     }
+    run_relay_pump(c);
     /* Only when something was taken: a large value arriving chunk by chunk is not copied again each time. */
     if (src.p != c->in)
         memmove(c->in, src.p, src.n);
@@ -332,16 +417,21 @@ static void run_relay_read(struct run_relay *r, struct run_relay_conn *c)
     run_relay_decode(r, c);
 }
 
-/* Free the connections closed during this loop turn. */
+/* Close the connections closed during this loop turn, and free those no call in flight refers to. */
 static void run_relay_reap(struct run_relay *r)
 {
     size_t j = 0;
     for (size_t i = 0; i < r->nconns; i++) {
         struct run_relay_conn *c = r->conns[i];
-        if (c->dead) {
+        if (c->dead && c->fd >= 0) {
             close(c->fd);
+            c->fd = -1; /* poll skips it while its calls complete */
+            r->nlive--;
             run_relay_ops_unpark(c);
+        }
+        if (c->dead && !c->refs) {
             tscodec_reset(&c->req);
+            run_relay_slots_free(c);
             free(c->in);
             free(c->out.p);
             free(c);
@@ -355,6 +445,9 @@ static void run_relay_reap(struct run_relay *r)
 /* Bound what a worker leaves unread, then write or close. */
 static void run_relay_output(struct run_relay *r, struct run_relay_conn *c)
 {
+    if (c->dead)
+        return;
+    run_relay_pump(c);
     if (c->out.oom) {
         run_relay_close(r, c, "out of memory");
         return;
@@ -367,14 +460,29 @@ static void run_relay_output(struct run_relay *r, struct run_relay_conn *c)
     run_relay_flush(r, c);
 }
 
+/* Hand the upstream socket's readiness to the handle (callbacks answer workers), then take its events. */
+static void run_relay_upstream(struct run_relay *r, short revents)
+{
+    if (r->dead)
+        return;
+    int ev = 0;
+    if (revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL))
+        ev |= MUSTER_ASYNC_READ;
+    if (revents & (POLLOUT | POLLERR))
+        ev |= MUSTER_ASYNC_WRITE;
+    int rc = muster_async_handle(r->up, ev);
+    if (rc != MUSTER_OK && !r->failover)
+        run_relay_kill(r, muster_strerror(rc));
+    run_relay_events(r);
+}
+
 /* One turn of the loop: poll the stop pipe, the listener, the upstream socket and the workers; 0 to stop. */
 static int run_relay_turn(struct run_relay *r, struct pollfd **pfdp, size_t *cap)
 {
-    run_relay_events(r);
     for (size_t i = 0; i < r->nconns; i++) {
         struct run_relay_conn *c = r->conns[i];
-        /* A request that was held behind a parked one goes on once that one is answered. */
-        if (!c->dead && c->park == RELAY_PARK_NONE && c->inlen)
+        /* A request that was held (behind a parked or combined one) goes on once that one is done. */
+        if (!c->dead && c->inlen)
             run_relay_decode(r, c);
         run_relay_output(r, c);
     }
@@ -389,25 +497,39 @@ static int run_relay_turn(struct run_relay *r, struct pollfd **pfdp, size_t *cap
         *cap = n;
     }
     struct pollfd *pfd = *pfdp;
+    int uev = r->dead ? 0 : muster_async_events(r->up), uto = r->dead ? -1 : muster_async_timeout(r->up);
+    if (uto >= 0 && uto < wait)
+        wait = uto;
     pfd[0] = (struct pollfd){.fd = r->stop[0], .events = POLLIN};
     pfd[1] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
-    pfd[2] = (struct pollfd){.fd = r->dead ? -1 : muster_fd(r->up), .events = POLLIN};
-    for (size_t i = 0; i < r->nconns; i++)
-        pfd[3 + i] = (struct pollfd){.fd = r->conns[i]->fd,
-                                     .events = (short)(POLLIN | (r->conns[i]->out.len ? POLLOUT : 0))};
-    if (poll(pfd, (nfds_t)n, wait) <= 0)
+    pfd[2] = (struct pollfd){.fd = r->dead ? -1 : muster_async_fd(r->up),
+                             .events = (short)(((uev & MUSTER_ASYNC_READ) ? POLLIN : 0) |
+                                               ((uev & MUSTER_ASYNC_WRITE) ? POLLOUT : 0))};
+    for (size_t i = 0; i < r->nconns; i++) {
+        struct run_relay_conn *c = r->conns[i];
+        /* A worker owing too many replies is not read until they drain (TCP holds the rest). */
+        short in = c->nslots >= RELAY_MAX_PIPELINE ? 0 : POLLIN;
+        pfd[3 + i] = (struct pollfd){.fd = c->fd, .events = (short)(in | (c->out.len ? POLLOUT : 0))};
+    }
+    if (poll(pfd, (nfds_t)n, wait) < 0)
         return 1;
     if (pfd[0].revents)
         return 0;
+    run_relay_upstream(r, pfd[2].revents);
     if (pfd[1].revents)
         run_relay_accept(r);
     for (size_t i = 0; i + 3 < n; i++) {
         struct run_relay_conn *c = r->conns[i];
+        if (c->fd < 0)
+            continue;
         if (pfd[3 + i].revents & POLLOUT)
             run_relay_flush(r, c);
         if (!c->dead && (pfd[3 + i].revents & (POLLIN | POLLHUP | POLLERR)))
             run_relay_read(r, c);
     }
+    /* What was just decoded goes upstream now rather than after the next poll. */
+    if (!r->dead && (muster_async_events(r->up) & MUSTER_ASYNC_WRITE))
+        run_relay_upstream(r, POLLOUT);
     return 1;
 }
 
@@ -460,6 +582,7 @@ int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const 
         fprintf(stderr, RUN_TAG "relay: cannot watch %s: %s\n", r->prefix, muster_strerror(err));
         return -1;
     }
+    r->session = muster_session_id(r->up);
     if (run_relay_listen(r) < 0 || pipe2(r->stop, O_CLOEXEC) < 0)
         return -1;
     /* Signals stay with the launcher's thread, whose handler feeds its self-pipe. */
@@ -476,10 +599,15 @@ int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const 
     return 0;
 }
 
-/* Print the relay's counters when a limit tripped or a worker was refused. */
+/* Print the relay's counters when a limit tripped or a worker was refused, and what it combined. */
 static void run_relay_report(const struct run_relay *r)
 {
     const struct run_relay_stats *s = &r->st;
+    if (s->adds_combined | s->gets_combined | s->waits_joined)
+        fprintf(stderr,
+                RUN_TAG "relay %s: requests %" PRIu64 ", upstream calls %" PRIu64 ", combined: adds %" PRIu64
+                        ", gets %" PRIu64 ", waits %" PRIu64 "\n",
+                r->prefix, s->requests, s->upstream_ops, s->adds_combined, s->gets_combined, s->waits_joined);
     if (!(s->bad_request | s->limit_key | s->limit_keys | s->limit_request | s->limit_conns | s->limit_output |
           s->unsupported | s->upstream_errors | s->request_timeout))
         return;
@@ -506,8 +634,16 @@ void run_relay_stop(struct run_relay *r)
         r->started = 0;
         run_relay_report(r);
     }
-    for (size_t i = 0; i < r->nconns; i++)
+    /* The handle goes first: closing it completes the calls in flight (callbacks only let go), so no
+     * connection is referred to once they are freed. */
+    r->closing = 1;
+    muster_close(r->up);
+    r->up = NULL;
+    run_relay_comb_free(r);
+    for (size_t i = 0; i < r->nconns; i++) {
         r->conns[i]->dead = 1;
+        r->conns[i]->refs = 0;
+    }
     run_relay_reap(r);
     free(r->conns);
     r->conns = NULL;
@@ -518,6 +654,4 @@ void run_relay_stop(struct run_relay *r)
         if (r->stop[i] >= 0)
             close(r->stop[i]);
     r->lfd = r->stop[0] = r->stop[1] = -1;
-    muster_close(r->up);
-    r->up = NULL;
 }

@@ -7,15 +7,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <muster/async.h>
 #include <muster/muster.h>
 
 #include "tscodec.h"
 
-/* Counters of the relay, printed when it stops (limits and refusals). */
+/* Counters of the relay, printed when it stops (limits and refusals; what was combined). */
 struct run_relay_stats {
     uint64_t accepted, requests, parked, canceled, abandoned;
     uint64_t bad_request, limit_key, limit_keys, limit_request, limit_conns, limit_output;
     uint64_t unsupported, upstream_errors, request_timeout;
+    uint64_t upstream_ops;                    /* calls sent upstream */
+    uint64_t adds_combined, gets_combined, waits_joined; /* requests that rode on another's call */
 };
 
 /* Flags of the relay (lim.max_value is UINT64_MAX: a value is bounded by the request alone). */
@@ -29,41 +32,62 @@ struct run_relay_cfg {
 /* What a worker's connection has parked: nothing, a WAIT or a BARRIER. */
 enum run_relay_park { RELAY_PARK_NONE, RELAY_PARK_WAIT, RELAY_PARK_BARRIER };
 
+/* One reply owed to a worker, in request order: filled when its upstream answer comes. */
+struct run_relay_slot {
+    struct run_relay_slot *next;
+    int ready;                   /* complete: may be written once every earlier slot is */
+    struct tscodec_out out;      /* its bytes (none for a canceled WAIT) */
+};
+
 /* One worker's TCPStore connection. */
 struct run_relay_conn {
     int fd;
-    int dead;                    /* closed; freed at the end of the loop turn */
+    int dead;                    /* closed; freed at the end of the loop turn once no call refers to it */
+    unsigned refs;               /* upstream calls in flight that will answer into it */
     enum ts_era era;
     uint8_t *in;                 /* bytes read and not yet decoded */
     size_t inlen, incap;
     struct ts_req req;           /* the request being decoded */
-    struct tscodec_out out;      /* replies not yet written */
-    struct tscodec_sink sink;    /* appends to out */
+    struct tscodec_out out;      /* replies ready to write, in order */
     size_t outoff;
-    enum run_relay_park park;
+    struct run_relay_slot *head, *tail; /* replies owed, oldest first */
+    size_t nslots;
+    unsigned deferred;           /* requests waiting to ride on a combined call (decoding holds) */
+    enum run_relay_park park;    /* a WAIT or BARRIER in progress: decoding holds but for CANCEL_WAIT */
+    struct run_relay_slot *pslot; /* its reply */
+    uint64_t pseq;               /* changes with each park, so a stale answer is known */
+    int parked;                  /* the first look found it not done: it waits on the watch */
+    int rechecking;              /* a look at it is in flight */
     char **pkeys;                /* native keys of the parked request */
     size_t npkeys;
     int64_t world;               /* BARRIER: the count that releases it */
     uint64_t partial_ms;         /* when the request now incomplete began (monotonic ms), or 0 */
 };
 
-/* A TCPStore relay for one generation: a thread with its own poll loop and one upstream handle. */
+struct run_relay_key;
+
+/* A TCPStore relay for one generation: a thread with its own poll loop and one upstream handle, on
+ * which every worker's request is sent at once (many in flight) and answered through a callback. */
 struct run_relay {
     struct run_relay_cfg cfg;
     pthread_t thread;
     int inited;                  /* run_relay_start got far enough for run_relay_stop to clean up */
     int started;
+    int closing;                 /* the handle is closing: callbacks only let go */
     int lfd;                     /* listening socket on 127.0.0.1 */
     int stop[2];                 /* self-pipe that ends the thread */
     unsigned port;
     char prefix[64];             /* native key prefix of this generation's torch keys */
     muster_t *up;
     int failover;
+    uint64_t session;            /* muster_session_id() when last seen: a change is a reconnect */
     uint64_t watch_id;
     uint64_t dropped;            /* muster_events_dropped() when last seen */
     int dead;                    /* the upstream is gone: workers' connections are refused */
     struct run_relay_conn **conns;
-    size_t nconns, capconns;
+    size_t nconns, capconns, nlive;
+    struct run_relay_key **keys; /* combining state by native key (run_relay_comb.c) */
+    size_t nbuckets;
     struct run_relay_stats st;
 };
 
@@ -79,11 +103,34 @@ void run_relay_ops_recheck(struct run_relay *r, struct run_relay_conn *c, const 
                            size_t vlen);
 /* Drop c's parked request without an answer. */
 void run_relay_ops_unpark(struct run_relay_conn *c);
+/* Answer c's WAIT or BARRIER (STOP_WAITING) and end its park. */
+void run_relay_ops_release(struct run_relay_conn *c);
 /* Close c, with the reason on stderr (TCPStore has no error reply). */
 void run_relay_close(struct run_relay *r, struct run_relay_conn *c, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* An upstream call failed: close c, or every connection when the handle is beyond repair. */
-void run_relay_upstream_failed(struct run_relay *r, struct run_relay_conn *c, const char *op, int rc);
+void run_relay_upstream_failed(struct run_relay *r, struct run_relay_conn *c, const char *op, int rc,
+                               const char *detail);
+
+/* A new reply slot at the end of c's queue; NULL (c closed) when out of memory. */
+struct run_relay_slot *run_relay_slot_new(struct run_relay *r, struct run_relay_conn *c);
+/* A sink appending to slot s. */
+struct tscodec_sink run_relay_slot_sink(struct run_relay_slot *s);
+/* Mark s complete. */
+void run_relay_slot_done(struct run_relay_slot *s);
+/* Move c's complete replies at the head of its queue to its output. */
+void run_relay_pump(struct run_relay_conn *c);
+
+/* The combined ops (run_relay_comb.c).  ADD of key k by c, answered into s; with s NULL, BARRIER's count
+ * for c's park, released once it reaches world; 0, or -1 with c closed. */
+int run_relay_comb_add(struct run_relay *r, struct run_relay_conn *c, struct run_relay_slot *s, const char *k,
+                       int64_t delta, int64_t world);
+/* GET of key k by c, answered into s; 0, or -1 with c closed. */
+int run_relay_comb_get(struct run_relay *r, struct run_relay_conn *c, struct run_relay_slot *s, const char *k);
+/* The first look of c's parked single-key WAIT (c->pkeys[0]); 0, or -1 with c closed. */
+int run_relay_comb_wait(struct run_relay *r, struct run_relay_conn *c);
+/* Free the combining table (every call is done). */
+void run_relay_comb_free(struct run_relay *r);
 
 /* Stop the thread, close everything and print the counters that tripped; safe when not started. */
 void run_relay_stop(struct run_relay *r);

@@ -1,15 +1,21 @@
 /*
- * The relay's op table: each TCPStore request of a worker becomes native ops
- * on the relay's one upstream handle, under the generation's key prefix, and
- * is answered with the bytes musterd's own TCPStore listener would send
- * (store-server/tcpstore/tcpstore_ops.c): set, append and multi_set have no reply,
- * an absent key reads as an empty value, an add answers the new count.
+ * The relay's op table: each TCPStore request of a worker becomes native
+ * asynchronous calls on the relay's one upstream handle, under the
+ * generation's key prefix, sent at once (many in flight), and is answered
+ * with the bytes musterd's own TCPStore listener would send
+ * (store-server/tcpstore/tcpstore_ops.c): set, append and multi_set have no
+ * reply, an absent key reads as an empty value, an add answers the new count.
+ * Each request that has a reply takes a slot in its connection's queue when
+ * it is decoded, so replies go out in request order whatever order the
+ * upstream answers come in.  ADD, GET and a one-key WAIT go through
+ * run_relay_comb.c, which combines them per key.
  *
- * WAIT and BARRIER do not block the upstream handle: they are parked here
- * and looked at again when the relay's watch on the prefix reports a change
- * to one of their keys (run_relay.c), so one handle serves every worker.
- * Queues and WATCH_KEY have no native counterpart and close the connection
- * (counted as unsupported), as the listener does for WATCH_KEY.
+ * WAIT and BARRIER do not block the upstream handle: after a first look
+ * they are parked here and looked at again when the relay's watch on the
+ * prefix reports a change to one of their keys (run_relay.c), so one handle
+ * serves every worker.  Queues and WATCH_KEY have no native counterpart and
+ * close the connection (counted as unsupported), as the listener does for
+ * WATCH_KEY.
  */
 #include "run_relay.h"
 
@@ -71,96 +77,115 @@ static char *run_relay_ops_key1(struct run_relay *r, struct run_relay_conn *c, c
     return k;
 }
 
-/* SET: no reply. */
-static void run_relay_ops_set(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q, const char *k)
+/* The int64 held as decimal text in a value; -1 when it is not one. */
+static int64_t run_relay_ops_count(const void *value, size_t len)
 {
-    int rc = muster_set(r->up, k, q->b[1].p, q->b[1].len, 0);
-    if (rc != MUSTER_OK)
-        run_relay_upstream_failed(r, c, "set", rc);
+    char buf[24];
+    if (!value || len == 0 || len >= sizeof buf)
+        return -1;
+    memcpy(buf, value, len);
+    buf[len] = '\0';
+    char *end;
+    long long v = strtoll(buf, &end, 10);
+    return *end ? -1 : (int64_t)v;
 }
 
-/* COMPARE_SET: the value the caller compares (TCPStore's rules, kept by musterd). */
-static void run_relay_ops_compare_set(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q,
-                                      const char *k)
-{
-    void *v = NULL;
-    size_t vlen = 0;
-    int rc = muster_compare_set(r->up, k, q->b[1].p, q->b[1].len, q->b[2].p, q->b[2].len, NULL, &v, &vlen, 0);
-    if (rc == MUSTER_OK)
-        tscodec_put_blob(&c->sink, v, vlen);
-    else
-        run_relay_upstream_failed(r, c, "compare_set", rc);
-    muster_free(v);
-}
+/* One upstream call answering into one connection. */
+struct run_relay_call {
+    struct run_relay *r;
+    struct run_relay_conn *c;
+    struct run_relay_slot *s; /* its reply, or NULL (no reply; a park's look: c->pslot, checked by pseq) */
+    int op;                   /* the TCPStore op */
+    uint64_t pseq;
+    /* GETNUMKEYS and LIST_KEYS: the pages read so far */
+    struct tscodec_out keys;
+    int64_t count;
+};
 
-/* GET: the value, or an empty one for an absent key (as the listener answers). */
-static void run_relay_ops_get(struct run_relay *r, struct run_relay_conn *c, const char *k)
+/* A call for c (answering into s), holding c until it completes; NULL (c closed) when out of memory. */
+static struct run_relay_call *run_relay_ops_call(struct run_relay *r, struct run_relay_conn *c,
+                                                 struct run_relay_slot *s, int op)
 {
-    void *v = NULL;
-    size_t vlen = 0;
-    int rc = muster_get(r->up, k, 0, 0, &v, &vlen);
-    if (rc == MUSTER_OK || rc == MUSTER_ENOTFOUND)
-        tscodec_put_blob(&c->sink, rc == MUSTER_OK ? v : NULL, rc == MUSTER_OK ? vlen : 0);
-    else
-        run_relay_upstream_failed(r, c, "get", rc);
-    muster_free(v);
-}
-
-/* ADD: the new count. */
-static void run_relay_ops_add(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q, const char *k)
-{
-    int64_t v = 0;
-    int rc = muster_add(r->up, k, q->i64, &v, 0);
-    if (rc == MUSTER_OK)
-        tscodec_put_i64(&c->sink, v);
-    else
-        run_relay_upstream_failed(r, c, "add", rc);
-}
-
-/* DELETE_KEY: 1 when the key existed. */
-static void run_relay_ops_delete(struct run_relay *r, struct run_relay_conn *c, const char *k)
-{
-    int deleted = 0;
-    int rc = muster_delete(r->up, k, &deleted, 0);
-    if (rc == MUSTER_OK)
-        tscodec_put_i64(&c->sink, deleted);
-    else
-        run_relay_upstream_failed(r, c, "delete_key", rc);
-}
-
-/* APPEND: no reply. */
-static void run_relay_ops_append(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q, const char *k)
-{
-    int rc = muster_append(r->up, k, q->b[1].p, q->b[1].len, NULL, 0);
-    if (rc != MUSTER_OK)
-        run_relay_upstream_failed(r, c, "append", rc);
-}
-
-/* BARRIER: count the arrival; answer once the count reaches the world size, parked meanwhile. */
-static void run_relay_ops_barrier(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q, char *k)
-{
-    int64_t v = 0;
-    int rc = muster_add(r->up, k, 1, &v, 0);
-    if (rc != MUSTER_OK) {
-        run_relay_upstream_failed(r, c, "barrier", rc);
-        free(k);
-    } else if (v >= q->i64) {
-        tscodec_put_u8(&c->sink, TS_STOP_WAITING);
-        free(k);
-    } else {
-        c->pkeys = malloc(sizeof *c->pkeys);
-        if (!c->pkeys) {
-            free(k);
-            run_relay_close(r, c, "out of memory");
-            return;
-        }
-        c->pkeys[0] = k;
-        c->npkeys = 1;
-        c->world = q->i64;
-        c->park = RELAY_PARK_BARRIER;
-        r->st.parked++;
+    struct run_relay_call *k = calloc(1, sizeof *k);
+    if (!k) {
+        run_relay_close(r, c, "out of memory");
+        return NULL;
     }
+    *k = (struct run_relay_call){r, c, s, op, c->pseq, {0}, 0};
+    c->refs++;
+    r->st.upstream_ops++;
+    return k;
 }
+
+/* Let go of a call. */
+static void run_relay_ops_call_free(struct run_relay_call *k)
+{
+    k->c->refs--;
+    free(k->keys.p);
+    free(k);
+}
+
+/* Whether a completed call still has someone to answer: the relay is not closing, c is open, and for
+ * a park's look the park is the same one. */
+static int run_relay_ops_live(const struct run_relay_call *k)
+{
+    if (k->r->closing || k->c->dead)
+        return 0;
+    return k->s || k->op == TS_SET || (k->c->park != RELAY_PARK_NONE && k->c->pseq == k->pseq);
+}
+
+/* A submit failed: undo the call and close its connection. */
+static void run_relay_ops_unsent(struct run_relay_call *k, int rc)
+{
+    struct run_relay *r = k->r;
+    struct run_relay_conn *c = k->c;
+    int op = k->op;
+    run_relay_ops_call_free(k);
+    run_relay_upstream_failed(r, c, tscodec_name(op), rc, "");
+}
+
+/* Completion of a call whose reply is only a status: SET, APPEND, MULTI_SET (no reply bytes). */
+static void run_relay_ops_status_done(muster_t *m, const muster_reply *rep, void *arg)
+{
+    (void)m;
+    struct run_relay_call *k = arg;
+    if (run_relay_ops_live(k) && rep->err != MUSTER_OK)
+        run_relay_upstream_failed(k->r, k->c, tscodec_name(k->op), rep->err, rep->detail);
+    run_relay_ops_call_free(k);
+}
+
+/* Completion of COMPARE_SET (the value the caller compares), DELETE_KEY (1 when the key existed) and
+ * CHECK (READY / NOT_READY). */
+static void run_relay_ops_value_done(muster_t *m, const muster_reply *rep, void *arg)
+{
+    (void)m;
+    struct run_relay_call *k = arg;
+    if (!run_relay_ops_live(k)) {
+        run_relay_ops_call_free(k);
+        return;
+    }
+    if (rep->err != MUSTER_OK) {
+        run_relay_upstream_failed(k->r, k->c, tscodec_name(k->op), rep->err, rep->detail);
+    } else {
+        struct tscodec_sink sk = run_relay_slot_sink(k->s);
+        if (k->op == TS_COMPARE_SET)
+            tscodec_put_blob(&sk, rep->value, rep->len);
+        else if (k->op == TS_DELETE_KEY)
+            tscodec_put_i64(&sk, rep->number);
+        else
+            tscodec_put_u8(&sk, rep->number ? TS_READY : TS_NOT_READY);
+        run_relay_slot_done(k->s);
+    }
+    run_relay_ops_call_free(k);
+}
+
+/* Submit a call whose completion is fn; c is closed when it cannot be sent. */
+#define RELAY_SUBMIT(k, expr)                                                                                   \
+    do {                                                                                                        \
+        int rc_ = (expr);                                                                                       \
+        if (rc_ != MUSTER_OK)                                                                                   \
+            run_relay_ops_unsent((k), rc_);                                                                     \
+    } while (0)
 
 /* Requests with one key: set, compare_set, get, add, delete_key, append, barrier. */
 static void run_relay_ops_single(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
@@ -168,52 +193,140 @@ static void run_relay_ops_single(struct run_relay *r, struct run_relay_conn *c, 
     char *k = run_relay_ops_key1(r, c, q);
     if (!k)
         return;
+    struct run_relay_slot *s = NULL;
+    int wants_slot = q->op == TS_COMPARE_SET || q->op == TS_GET || q->op == TS_ADD || q->op == TS_DELETE_KEY ||
+                     q->op == TS_BARRIER;
+    if (wants_slot && !(s = run_relay_slot_new(r, c))) {
+        free(k);
+        return;
+    }
+    struct run_relay_call *call = NULL;
     switch (q->op) {
-    case TS_SET: run_relay_ops_set(r, c, q, k); break;
-    case TS_COMPARE_SET: run_relay_ops_compare_set(r, c, q, k); break;
-    case TS_GET: run_relay_ops_get(r, c, k); break;
-    case TS_ADD: run_relay_ops_add(r, c, q, k); break;
-    case TS_DELETE_KEY: run_relay_ops_delete(r, c, k); break;
-    case TS_APPEND: run_relay_ops_append(r, c, q, k); break;
-    case TS_BARRIER: run_relay_ops_barrier(r, c, q, k); return; /* keeps k when parked */
+    case TS_SET:
+        if ((call = run_relay_ops_call(r, c, NULL, TS_SET)))
+            RELAY_SUBMIT(call, muster_async_set(r->up, k, q->b[1].p, q->b[1].len, 0, run_relay_ops_status_done, call));
+        break;
+    case TS_APPEND:
+        /* Tagged as a SET: a status-only call that answers nothing. */
+        if ((call = run_relay_ops_call(r, c, NULL, TS_SET)))
+            RELAY_SUBMIT(call,
+                         muster_async_append(r->up, k, q->b[1].p, q->b[1].len, 0, run_relay_ops_status_done, call));
+        break;
+    case TS_COMPARE_SET:
+        if ((call = run_relay_ops_call(r, c, s, TS_COMPARE_SET)))
+            RELAY_SUBMIT(call, muster_async_compare_set(r->up, k, q->b[1].p, q->b[1].len, q->b[2].p, q->b[2].len, 0,
+                                                        run_relay_ops_value_done, call));
+        break;
+    case TS_DELETE_KEY:
+        if ((call = run_relay_ops_call(r, c, s, TS_DELETE_KEY)))
+            RELAY_SUBMIT(call, muster_async_delete(r->up, k, 0, run_relay_ops_value_done, call));
+        break;
+    case TS_GET: run_relay_comb_get(r, c, s, k); break;
+    case TS_ADD: run_relay_comb_add(r, c, s, k, q->i64, 0); break;
+    case TS_BARRIER:
+        /* Parked from now: its count's answer releases it or leaves it to the watch. */
+        c->pkeys = malloc(sizeof *c->pkeys);
+        if (!c->pkeys) {
+            run_relay_close(r, c, "out of memory");
+            break;
+        }
+        c->pkeys[0] = k;
+        c->npkeys = 1;
+        c->world = q->i64;
+        c->park = RELAY_PARK_BARRIER;
+        c->pslot = s;
+        r->st.parked++;
+        run_relay_comb_add(r, c, NULL, k, 1, q->i64);
+        return; /* c keeps k */
     }
     free(k);
+}
+
+/* Completion of a look at a parked WAIT (a check of its keys) or BARRIER (a get of its count). */
+static void run_relay_ops_look_done(muster_t *m, const muster_reply *rep, void *arg)
+{
+    (void)m;
+    struct run_relay_call *k = arg;
+    struct run_relay_conn *c = k->c;
+    if (!run_relay_ops_live(k)) {
+        run_relay_ops_call_free(k);
+        return;
+    }
+    c->rechecking = 0;
+    int done = 0;
+    if (rep->err != MUSTER_OK && rep->err != MUSTER_ENOTFOUND) {
+        run_relay_upstream_failed(k->r, c, c->park == RELAY_PARK_BARRIER ? "barrier" : "wait", rep->err,
+                                  rep->detail);
+    } else if (c->park == RELAY_PARK_BARRIER) {
+        done = rep->err == MUSTER_OK && run_relay_ops_count(rep->value, rep->len) >= c->world;
+    } else {
+        done = rep->number != 0;
+    }
+    if (done)
+        run_relay_ops_release(c);
+    else if (!c->dead)
+        c->parked = 1;
+    run_relay_ops_call_free(k);
+}
+
+/* Send a look at c's parked request (a check of its keys, or a get of its count). */
+static void run_relay_ops_look(struct run_relay *r, struct run_relay_conn *c)
+{
+    struct run_relay_call *k = run_relay_ops_call(r, c, NULL, TS_WAIT);
+    if (!k)
+        return;
+    c->rechecking = 1;
+    if (c->park == RELAY_PARK_BARRIER)
+        RELAY_SUBMIT(k, muster_async_get(r->up, c->pkeys[0], 0, 0, run_relay_ops_look_done, k));
+    else
+        RELAY_SUBMIT(k, muster_async_check(r->up, (const char *const *)c->pkeys, c->npkeys, 0,
+                                           run_relay_ops_look_done, k));
 }
 
 /* CHECK and WAIT: READY / STOP_WAITING when every key is present; a WAIT is parked otherwise. */
 static void run_relay_ops_check(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
     char **keys = run_relay_ops_keys(r, c, q->keys, q->klens, q->n);
-    if (!keys)
+    struct run_relay_slot *s = keys ? run_relay_slot_new(r, c) : NULL;
+    if (!s) {
+        run_relay_ops_free_keys(keys, q->n);
         return;
-    int present = 0;
-    int rc = q->n ? muster_check(r->up, (const char *const *)keys, q->n, &present, 0) : MUSTER_OK;
-    if (q->n == 0)
-        present = 1;
-    if (rc != MUSTER_OK) {
-        run_relay_upstream_failed(r, c, tscodec_name(q->op), rc);
+    }
+    struct tscodec_sink sk = run_relay_slot_sink(s);
+    if (q->n == 0) {
+        tscodec_put_u8(&sk, q->op == TS_CHECK ? TS_READY : TS_STOP_WAITING);
+        run_relay_slot_done(s);
     } else if (q->op == TS_CHECK) {
-        tscodec_put_u8(&c->sink, present ? TS_READY : TS_NOT_READY);
-    } else if (present) {
-        tscodec_put_u8(&c->sink, TS_STOP_WAITING);
+        struct run_relay_call *k = run_relay_ops_call(r, c, s, TS_CHECK);
+        if (k)
+            RELAY_SUBMIT(k, muster_async_check(r->up, (const char *const *)keys, q->n, 0, run_relay_ops_value_done,
+                                               k));
     } else {
         c->pkeys = keys;
         c->npkeys = q->n;
         c->park = RELAY_PARK_WAIT;
+        c->pslot = s;
         r->st.parked++;
-        return;
+        if (q->n == 1)
+            run_relay_comb_wait(r, c);
+        else
+            run_relay_ops_look(r, c);
+        return; /* c keeps keys */
     }
     run_relay_ops_free_keys(keys, q->n);
 }
 
-/* MULTI_GET: every value back to back, empty for absent keys. */
+/* MULTI_GET: every value back to back, empty for absent keys: one GET each, answered in order. */
 static void run_relay_ops_multi_get(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
     char **keys = run_relay_ops_keys(r, c, q->keys, q->klens, q->n);
     if (!keys)
         return;
-    for (size_t i = 0; i < q->n && !c->dead; i++)
-        run_relay_ops_get(r, c, keys[i]);
+    for (size_t i = 0; i < q->n && !c->dead; i++) {
+        struct run_relay_slot *s = run_relay_slot_new(r, c);
+        if (s)
+            run_relay_comb_get(r, c, s, keys[i]);
+    }
     run_relay_ops_free_keys(keys, q->n);
 }
 
@@ -225,50 +338,79 @@ static void run_relay_ops_multi_set(struct run_relay *r, struct run_relay_conn *
         return;
     const void **vals = calloc(q->n ? q->n : 1, sizeof *vals);
     size_t *lens = calloc(q->n ? q->n : 1, sizeof *lens);
-    int rc = vals && lens ? MUSTER_OK : MUSTER_ENOMEM;
-    for (size_t i = 0; rc == MUSTER_OK && i < q->n; i++) {
-        vals[i] = q->vals[i];
-        lens[i] = q->vlens[i];
+    if (!vals || !lens) {
+        run_relay_close(r, c, "out of memory");
+    } else if (q->n) {
+        for (size_t i = 0; i < q->n; i++) {
+            vals[i] = q->vals[i];
+            lens[i] = q->vlens[i];
+        }
+        struct run_relay_call *k = run_relay_ops_call(r, c, NULL, TS_SET);
+        if (k)
+            RELAY_SUBMIT(k, muster_async_multi_set(r->up, (const char *const *)keys, (const void *const *)vals,
+                                                   lens, q->n, 0, run_relay_ops_status_done, k));
     }
-    if (rc == MUSTER_OK && q->n)
-        rc = muster_multi_set(r->up, (const char *const *)keys, vals, lens, q->n, 0);
-    if (rc != MUSTER_OK)
-        run_relay_upstream_failed(r, c, "multi_set", rc);
     free(vals);
     free(lens);
     run_relay_ops_free_keys(keys, q->n);
 }
 
+/* Completion of one page of GETNUMKEYS or LIST_KEYS: keep its keys, then ask for the next or answer. */
+static void run_relay_ops_list_done(muster_t *m, const muster_reply *rep, void *arg)
+{
+    (void)m;
+    struct run_relay_call *k = arg;
+    struct run_relay *r = k->r;
+    if (!run_relay_ops_live(k)) {
+        run_relay_ops_call_free(k);
+        return;
+    }
+    if (rep->err != MUSTER_OK) {
+        run_relay_upstream_failed(r, k->c, tscodec_name(k->op), rep->err, rep->detail);
+        run_relay_ops_call_free(k);
+        return;
+    }
+    size_t pl = strlen(r->prefix);
+    struct tscodec_sink ks = tscodec_out_sink(&k->keys);
+    for (size_t i = 0; i < rep->n; i++)
+        tscodec_put_blob(&ks, rep->keys[i] + pl, strlen(rep->keys[i]) - pl);
+    k->count += (int64_t)rep->n;
+    if (rep->more && rep->n) {
+        r->st.upstream_ops++;
+        int rc = muster_async_list(r->up, r->prefix, rep->keys[rep->n - 1], 1000, 0, run_relay_ops_list_done, k);
+        if (rc != MUSTER_OK)
+            run_relay_ops_unsent(k, rc);
+        return;
+    }
+    struct tscodec_sink sk = run_relay_slot_sink(k->s);
+    tscodec_put_i64(&sk, k->count);
+    if (k->op == TS_LIST_KEYS)
+        tscodec_put(&sk, k->keys.p, k->keys.len);
+    run_relay_slot_done(k->s);
+    run_relay_ops_call_free(k);
+}
+
 /* GETNUMKEYS and LIST_KEYS: the keys of this generation (under the prefix), listed page by page. */
 static void run_relay_ops_list(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
-    struct tscodec_out keys = {0};
-    struct tscodec_sink ks = tscodec_out_sink(&keys);
-    int64_t count = 0;
-    char *after = NULL;
-    size_t pl = strlen(r->prefix);
-    int more = 1, rc = MUSTER_OK;
-    while (more && rc == MUSTER_OK) {
-        char **page = NULL;
-        size_t n = 0;
-        rc = muster_list(r->up, r->prefix, after, 1000, &page, &n, &more, 0);
-        for (size_t i = 0; rc == MUSTER_OK && i < n; i++)
-            tscodec_put_blob(&ks, page[i] + pl, strlen(page[i]) - pl);
-        count += rc == MUSTER_OK ? (int64_t)n : 0;
-        free(after);
-        after = rc == MUSTER_OK && n ? strdup(page[n - 1]) : NULL;
-        muster_free_list((void **)page, n);
-        more = more && after;
-    }
-    free(after);
-    if (rc != MUSTER_OK) {
-        run_relay_upstream_failed(r, c, tscodec_name(q->op), rc);
-    } else {
-        tscodec_put_i64(&c->sink, count);
-        if (q->op == TS_LIST_KEYS)
-            tscodec_put(&c->sink, keys.p, keys.len);
-    }
-    free(keys.p);
+    struct run_relay_slot *s = run_relay_slot_new(r, c);
+    struct run_relay_call *k = s ? run_relay_ops_call(r, c, s, q->op) : NULL;
+    if (k)
+        RELAY_SUBMIT(k, muster_async_list(r->up, r->prefix, NULL, 1000, 0, run_relay_ops_list_done, k));
+}
+
+/* A reply known at once, in its place in c's queue. */
+static void run_relay_ops_now(struct run_relay *r, struct run_relay_conn *c, int u8, int has_u32, uint32_t u32)
+{
+    struct run_relay_slot *s = run_relay_slot_new(r, c);
+    if (!s)
+        return;
+    struct tscodec_sink sk = run_relay_slot_sink(s);
+    if (has_u32)
+        tscodec_put_u32(&sk, u32);
+    else
+        tscodec_put_u8(&sk, (uint8_t)u8);
+    run_relay_slot_done(s);
 }
 
 /* Serve one decoded request of c (run_relay_ops.c); c may be parked or closed by it. */
@@ -293,9 +435,9 @@ void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const
             r->st.canceled++;
             run_relay_ops_unpark(c);
         }
-        tscodec_put_u8(&c->sink, TS_WAIT_CANCELED);
+        run_relay_ops_now(r, c, TS_WAIT_CANCELED, 0, 0);
         return;
-    case TS_PING: tscodec_put_u32(&c->sink, q->u32); return;
+    case TS_PING: run_relay_ops_now(r, c, 0, 1, q->u32); return;
     case TS_QUEUE_PUSH:
     case TS_QUEUE_POP:
     case TS_QUEUE_LEN:
@@ -307,26 +449,28 @@ void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const
     }
 }
 
-/* Drop c's parked request without an answer. */
+/* Drop c's parked request without an answer (its slot goes out empty). */
 void run_relay_ops_unpark(struct run_relay_conn *c)
 {
+    if (c->pslot)
+        run_relay_slot_done(c->pslot);
     run_relay_ops_free_keys(c->pkeys, c->npkeys);
+    c->pslot = NULL;
     c->pkeys = NULL;
     c->npkeys = 0;
     c->park = RELAY_PARK_NONE;
+    c->parked = c->rechecking = 0;
+    c->pseq++;
 }
 
-/* The int64 held as decimal text in a value; -1 when it is not one. */
-static int64_t run_relay_ops_count(const void *value, size_t len)
+/* Answer c's WAIT or BARRIER (STOP_WAITING) and end its park. */
+void run_relay_ops_release(struct run_relay_conn *c)
 {
-    char buf[24];
-    if (!value || len == 0 || len >= sizeof buf)
-        return -1;
-    memcpy(buf, value, len);
-    buf[len] = '\0';
-    char *end;
-    long long v = strtoll(buf, &end, 10);
-    return *end ? -1 : (int64_t)v;
+    if (c->pslot) {
+        struct tscodec_sink sk = run_relay_slot_sink(c->pslot);
+        tscodec_put_u8(&sk, TS_STOP_WAITING);
+    }
+    run_relay_ops_unpark(c);
 }
 
 /* Whether key is one of c's parked keys (NULL matches any). */
@@ -338,27 +482,21 @@ static int run_relay_ops_parked_on(const struct run_relay_conn *c, const char *k
     return key == NULL;
 }
 
-/* Look again at c's parked request after a change to key (NULL: any key); answers it when it is done. */
+/* Look again at c's parked request after a write of key (NULL: any key, after a gap in the events);
+ * answers it when it is done.  Before its first look answered, an event is of a write musterd ran
+ * before that look, so the look's answer already holds it. */
 void run_relay_ops_recheck(struct run_relay *r, struct run_relay_conn *c, const char *key, const void *value,
                            size_t vlen)
 {
-    if (c->park == RELAY_PARK_NONE || c->dead || !run_relay_ops_parked_on(c, key))
+    if (c->park == RELAY_PARK_NONE || c->dead || !c->parked || c->rechecking || !run_relay_ops_parked_on(c, key))
         return;
-    int done = 0, rc = MUSTER_OK;
-    if (c->park == RELAY_PARK_BARRIER) {
-        void *v = NULL;
-        /* An event carries the value; after a gap in events the count is read again. */
-        if (!key)
-            rc = muster_get(r->up, c->pkeys[0], 0, 0, &v, &vlen);
-        done = rc == MUSTER_OK && run_relay_ops_count(key ? value : v, vlen) >= c->world;
-        muster_free(v);
+    if (key && c->park == RELAY_PARK_BARRIER) {
+        /* The event carries the count. */
+        if (run_relay_ops_count(value, vlen) >= c->world)
+            run_relay_ops_release(c);
+    } else if (key && c->npkeys == 1) {
+        run_relay_ops_release(c); /* its one key was written */
     } else {
-        rc = muster_check(r->up, (const char *const *)c->pkeys, c->npkeys, &done, 0);
-    }
-    if (rc != MUSTER_OK && rc != MUSTER_ENOTFOUND) {
-        run_relay_upstream_failed(r, c, c->park == RELAY_PARK_BARRIER ? "barrier" : "wait", rc);
-    } else if (done) {
-        run_relay_ops_unpark(c);
-        tscodec_put_u8(&c->sink, TS_STOP_WAITING);
+        run_relay_ops_look(r, c);
     }
 }
