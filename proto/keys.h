@@ -11,6 +11,7 @@
  *   nccl/<generation>/<comm>/id/<root>      libmuster-nccl      libmuster-nccl; musterd
  *                                                               logs an id_published event
  *   muster/run/<generation>/done            muster run          muster run (every node)
+ *   muster/run/<generation>/place/<node>    muster run          its workers (--recovery in-place)
  *   torch/<generation>/...                  muster run's relay  the relay (torch's keys)
  *   muster/torchrun/closed                  muster.torchrun     muster.torchrun
  *   torch.rendezvous.<run>.<generation>...  muster.torchrun     muster.torchrun (a PrefixStore)
@@ -45,6 +46,10 @@
 #define KEYS_NCCL_RECOVER_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s" KEYS_NCCL_ID_MARK "recover"
 /* Counted up by each node of a `muster run` generation whose workers all succeeded. */
 #define KEYS_RUN_DONE_FMT "muster/run/%" PRIu64 "/done"
+/* A `muster run --recovery in-place` node's place in a generation, for the workers that stay across
+ * generations: "rank_start world_size local_world_size node_rank num_nodes"; generation, node id.
+ * "place/" keeps a node named "done" clear of the done key. */
+#define KEYS_RUN_PLACE_FMT "muster/run/%" PRIu64 "/place/%s"
 /* Set (to the generation, in decimal) by each node of a `muster run` job whose
  * workers all finished: a launcher that arrives later runs nothing. */
 #define KEYS_RUN_COMPLETED "muster/run/completed"
@@ -88,6 +93,12 @@ static inline int keys_nccl_id_generation(const char *key, size_t klen, uint64_t
 static inline int keys_run_done(char *buf, size_t n, uint64_t generation)
 {
     return snprintf(buf, n, KEYS_RUN_DONE_FMT, generation);
+}
+
+/* Write the place key of node node_id in a `muster run` generation into buf; snprintf's result. */
+static inline int keys_run_place(char *buf, size_t n, uint64_t generation, const char *node_id)
+{
+    return snprintf(buf, n, KEYS_RUN_PLACE_FMT, generation, node_id);
 }
 
 /* Write the relay's key prefix of a `muster run` generation into buf; snprintf's result. */

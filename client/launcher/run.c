@@ -3,6 +3,8 @@
  * rendezvous, starts --nproc-per-node workers with the environment of their
  * rank, restarts them within --max-restarts, re-forms the world when a node
  * waits to join, and finishes once every node's workers have exited 0.
+ * With --recovery in-place the workers of surviving nodes run on into the
+ * next generation instead, and --standby waits as a spare.
  *
  * The launcher is three parts (docs/launcher.md, "How it is built"): this
  * file, which parses the command line (run_opts.c), names the node, finds
@@ -121,7 +123,9 @@ int run_main(int argc, char **argv, const char *url)
         return status;
     }
     struct run_policy_cfg pc = {.max_restarts = c.cfg.max_restarts, .max_nodes = c.cfg.nnodes[1],
-                                .grace_ms = c.cfg.grace_ms, .kill_wait_ms = RUN_KILL_WAIT_MS};
+                                .grace_ms = c.cfg.grace_ms, .kill_wait_ms = RUN_KILL_WAIT_MS,
+                                .in_place = c.cfg.recovery && strcmp(c.cfg.recovery, "in-place") == 0,
+                                .standby = c.cfg.standby};
     run_policy_init(&c.pol, &pc);
     int rfd = run_effects_signals_init();
     if (rfd < 0) {

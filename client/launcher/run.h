@@ -41,6 +41,8 @@ struct run_cfg {
     int module;                /* -m: PROG is a module run as `python3 -m PROG` */
     int no_python;             /* PROG runs as it is, even a .py file */
     const char *log_dir;       /* where the run's directory (error files) is made */
+    const char *recovery;      /* --recovery: "restart" (NULL) or "in-place" */
+    int standby;               /* --standby: join as a spare, start workers only once admitted */
     char **argv;               /* PROG ARGS... */
     uint64_t given;            /* bit i: row i of the options table was on the command line */
 };
@@ -104,6 +106,9 @@ pid_t run_proc_fork(void);
 int run_proc_through(int prefix, int tty);
 /* Start n workers of the assignment running argv; returns 0, or -1 when none could start. */
 int run_proc_start(struct run_workers *ws, int n, int prefix, const struct run_env *env, char *const *argv);
+/* In a new generation: start again the workers that failed (or never started), with env's ranks, and
+ * give the running ones their new global rank (for the output prefix); returns how many were started. */
+int run_proc_replace(struct run_workers *ws, const struct run_env *env, char *const *argv);
 /* Reap every worker that has exited, calling on_exit(arg, w) for each (on_exit may be NULL); returns how
  * many were reaped now. */
 int run_proc_reap(struct run_workers *ws, void (*on_exit)(void *arg, const struct run_worker *w), void *arg);
@@ -179,6 +184,8 @@ struct run_ctx {
     char run_id[256];          /* TORCHELASTIC_RUN_ID */
     char error_dir[256];       /* the run's directory: the workers' TORCHELASTIC_ERROR_FILE files */
     char **argv0;              /* PROG ARGS... as given (cfg.argv may be a vector of its own) */
+    const char *master_addr;   /* the workers' MASTER_ADDR:MASTER_PORT, kept for replaced workers */
+    unsigned master_port;
 };
 
 /* Route SIGCHLD, SIGINT and SIGTERM to the self-pipe; returns its read end or -1. */

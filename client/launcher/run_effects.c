@@ -304,12 +304,28 @@ static void run_effects_complete(struct run_ctx *c)
     muster_set(c->m, KEYS_RUN_COMPLETED, gen, (size_t)n, 0);
 }
 
-/* Join the next round; returns 0 with c->a, RUN_EV_COMPLETED's -1, or an exit status. */
-static int run_effects_rdzv(struct run_ctx *c, int first)
+/* Say which place the assignment c->a gives this node, and fill the JOINED event ev with it. */
+static void run_effects_joined(struct run_ctx *c, struct run_ev *ev)
 {
+    const muster_assignment *a = c->a;
+    fprintf(stderr, RUN_TAG "generation %" PRIu64 ": node %s (%u of %u nodes), ranks %u-%u of %u\n", a->generation,
+            a->node_id, a->node_rank, a->num_nodes, a->rank_start, a->rank_start + a->local_world_size - 1,
+            a->world_size);
+    ev->kind = RUN_EV_JOINED;
+    ev->now = deadline_now();
+    ev->generation = a->generation;
+    ev->num_nodes = a->num_nodes;
+    ev->every = muster_rdzv_heartbeat_interval(c->m);
+}
+
+/* Join the next round (flags: RUN_JOIN_FIRST, RUN_JOIN_STANDBY); returns 0 with c->a, RUN_EV_COMPLETED's
+ * -1, or an exit status.  Workers may run during a re-join in place: then a signal waits for the answer. */
+static int run_effects_rdzv(struct run_ctx *c, int flags)
+{
+    int first = flags & RUN_JOIN_FIRST, idle = c->ws.running == 0;
     /* No worker runs while joining: a signal ends the launcher at once, also during a reconnect
      * to a store that is gone (which may otherwise take --rdzv-timeout). */
-    run_joining = 1;
+    run_joining = idle;
     int rc = run_effects_connect(c);
     run_joining = 0;
     if (rc)
@@ -322,10 +338,11 @@ static int run_effects_rdzv(struct run_ctx *c, int first)
         .min_nodes = c->cfg.nnodes[0],
         .max_nodes = c->cfg.nnodes[1],
         .last_call_ms = c->cfg.last_call_ms,
+        .standby = (flags & RUN_JOIN_STANDBY) != 0,
     };
     muster_assignment_free(c->a);
     c->a = NULL;
-    run_joining = 1;
+    run_joining = idle;
     rc = muster_rdzv_join(c->m, &o, &c->a, c->cfg.rdzv_timeout_ms);
     run_joining = 0;
     if (rc == MUSTER_OK)
@@ -336,22 +353,54 @@ static int run_effects_rdzv(struct run_ctx *c, int first)
 }
 
 /* RUN_ACT_JOIN: join, and answer JOINED, COMPLETED or JOIN_FAILED. */
-static void run_effects_join(struct run_ctx *c, int first)
+static void run_effects_join(struct run_ctx *c, int flags)
 {
-    int rc = run_effects_rdzv(c, first);
+    int rc = run_effects_rdzv(c, flags);
     struct run_ev ev = {.kind = rc == 0 ? RUN_EV_JOINED : rc < 0 ? RUN_EV_COMPLETED : RUN_EV_JOIN_FAILED,
                         .status = rc > 0 ? rc : 0};
-    if (rc == 0) {
-        const muster_assignment *a = c->a;
-        fprintf(stderr, RUN_TAG "generation %" PRIu64 ": node %s (%u of %u nodes), ranks %u-%u of %u\n",
-                a->generation, a->node_id, a->node_rank, a->num_nodes, a->rank_start,
-                a->rank_start + a->local_world_size - 1, a->world_size);
-        ev.now = deadline_now();
-        ev.generation = a->generation;
-        ev.num_nodes = a->num_nodes;
-        ev.every = muster_rdzv_heartbeat_interval(c->m);
+    if (rc == 0)
+        run_effects_joined(c, &ev);
+    run_effects_feed(c, &ev, NULL);
+}
+
+/* RUN_ACT_RECOVER: join the broken generation's recovery round, the workers running on; answer JOINED
+ * or RECOVER_FAILED.  A dead handle is no longer a member: the restart way re-forms (reconnecting). */
+static void run_effects_recover(struct run_ctx *c)
+{
+    struct run_ev ev = {.kind = RUN_EV_RECOVER_FAILED, .status = MUSTER_ECONN};
+    /* min and max are the generation's; they are given because the call checks them. */
+    muster_rdzv_opts o = {.node_id = c->node_id, .local_world_size = c->cfg.nproc, .min_nodes = c->cfg.nnodes[0],
+                          .max_nodes = c->cfg.nnodes[1], .last_call_ms = c->cfg.last_call_ms};
+    muster_assignment *a = NULL;
+    int rc = c->conn_lost ? MUSTER_ECONN : muster_rdzv_recover(c->m, &o, &a, c->cfg.rdzv_timeout_ms);
+    if (rc == MUSTER_OK) {
+        muster_assignment_free(c->a);
+        c->a = a;
+        fprintf(stderr, RUN_TAG "recovered in place from generation %" PRIu64 " (this node was %u of it)\n",
+                a->previous_generation, a->old_node_rank);
+        run_effects_joined(c, &ev);
+    } else {
+        fprintf(stderr, RUN_TAG "cannot recover in place: %s%s%s\n", muster_strerror(rc),
+                !c->conn_lost && *muster_last_error(c->m) ? ": " : "", c->conn_lost ? "" : muster_last_error(c->m));
+        if (rc == MUSTER_ECONN || rc == MUSTER_EPROTO)
+            c->conn_lost = 1;
+        ev.status = rc;
     }
     run_effects_feed(c, &ev, NULL);
+}
+
+/* RUN_ACT_PLACE: publish this node's place in the generation, which workers staying across generations
+ * read (KEYS_RUN_PLACE_FMT); a failed write breaks the generation, as a failed heartbeat does. */
+static void run_effects_place(struct run_ctx *c)
+{
+    const muster_assignment *a = c->a;
+    char key[256], val[96];
+    keys_run_place(key, sizeof key, a->generation, a->node_id);
+    int n = snprintf(val, sizeof val, "%u %u %u %u %u", a->rank_start, a->world_size, a->local_world_size,
+                     a->node_rank, a->num_nodes);
+    int rc = c->conn_lost ? MUSTER_ECONN : muster_set(c->m, key, val, (size_t)n, 0);
+    if (rc != MUSTER_OK)
+        run_effects_call_failed(c, "publishing this node's place", rc);
 }
 
 /* RUN_ACT_LEAVE: end this node's membership (finished: its workers all succeeded); a dead handle has
@@ -413,8 +462,8 @@ static struct run_env run_effects_env(const struct run_ctx *c)
     struct run_env env = {
         .a = c->a,
         .url = c->url,
-        .master_addr = "127.0.0.1",
-        .master_port = c->relay.port,
+        .master_addr = c->master_addr,
+        .master_port = c->master_port,
         .restart_count = c->pol.restarts,
         .max_restarts = (int)c->cfg.max_restarts,
         .run_id = c->run_id,
@@ -434,18 +483,19 @@ static int run_effects_spawn(struct run_ctx *c)
         .max_output = c->cfg.relay_max_output,
         .request_timeout_ms = c->cfg.relay_request_timeout_ms,
     };
-    int relay = run_relay_start(&c->relay, &rc, c->url, c->a->generation) == 0;
-    if (!relay) {
+    c->master_addr = "127.0.0.1";
+    c->master_port = 0;
+    if (run_relay_start(&c->relay, &rc, c->url, c->a->generation) == 0) {
+        c->master_port = c->relay.port;
+    } else {
         /* Native workers need no relay; torch ones then find no store, and say so. */
         run_relay_stop(&c->relay);
         fprintf(stderr, RUN_TAG "no TCPStore relay: MASTER_ADDR:MASTER_PORT is the store itself\n");
+        c->master_addr = c->u.host;
+        c->master_port = c->u.port;
     }
     int close_fds[1] = {muster_fd(c->m)};
     struct run_env env = run_effects_env(c);
-    if (!relay) {
-        env.master_addr = c->u.host;
-        env.master_port = c->u.port;
-    }
     env.close_fds = close_fds;
     env.n_close_fds = 1;
     return run_proc_start(&c->ws, (int)c->cfg.nproc, c->cfg.prefix, &env, c->cfg.argv);
@@ -456,6 +506,28 @@ static void run_effects_start(struct run_ctx *c)
 {
     if (run_effects_spawn(c) < 0)
         fprintf(stderr, RUN_TAG "no worker could be started\n");
+    struct run_ev ev = {.kind = RUN_EV_STARTED, .count = c->ws.running, .status = c->ws.first_failure};
+    run_effects_feed(c, &ev, NULL);
+}
+
+/* RUN_ACT_REPLACE: in a generation recovered in place, start the local ranks that failed (the relay and
+ * the others run on: a worker's environment cannot change) and answer STARTED.  Workers that died while
+ * the blocking recovery or join waited are reaped first, so they are replaced now and not in a further
+ * recovery. */
+static void run_effects_replace(struct run_ctx *c)
+{
+    run_proc_reap(&c->ws, run_effects_on_exit, c);
+    int close_fds[1] = {c->conn_lost ? -1 : muster_fd(c->m)};
+    struct run_env env = run_effects_env(c);
+    env.close_fds = close_fds;
+    env.n_close_fds = 1;
+    for (int i = 0; i < c->ws.n; i++)
+        if (c->ws.w[i].pid > 0)
+            fprintf(stderr, RUN_TAG "local rank %d (pid %ld) stays in place as rank %u\n", i, (long)c->ws.w[i].pid,
+                    c->a->rank_start + (unsigned)i);
+    int started = run_proc_replace(&c->ws, &env, c->cfg.argv);
+    if (started > 0)
+        fprintf(stderr, RUN_TAG "started %d worker(s) in place of the failed one(s)\n", started);
     struct run_ev ev = {.kind = RUN_EV_STARTED, .count = c->ws.running, .status = c->ws.first_failure};
     run_effects_feed(c, &ev, NULL);
 }
@@ -509,6 +581,18 @@ static void run_effects_say(const struct run_ctx *c, enum run_note note, const c
     case RUN_NOTE_FINISHED:
         fprintf(stderr, RUN_TAG "all workers finished\n");
         break;
+    case RUN_NOTE_RECOVER:
+        fprintf(stderr, RUN_TAG "recovering in place: the workers keep running\n");
+        break;
+    case RUN_NOTE_REPLACE:
+        fprintf(stderr, RUN_TAG "re-joining to replace the failed worker; the others keep running\n");
+        break;
+    case RUN_NOTE_FALLBACK:
+        fprintf(stderr, RUN_TAG "no recovery in place; stopping the workers to re-form\n");
+        break;
+    case RUN_NOTE_STANDBY:
+        fprintf(stderr, RUN_TAG "waiting as a standby until a round admits this node\n");
+        break;
     }
 }
 
@@ -551,6 +635,15 @@ static void run_effects_perform(struct run_ctx *c, const struct run_act *a, cons
         break;
     case RUN_ACT_EXIT:
         break; /* the loop reads the policy's state */
+    case RUN_ACT_RECOVER:
+        run_effects_recover(c);
+        break;
+    case RUN_ACT_PLACE:
+        run_effects_place(c);
+        break;
+    case RUN_ACT_REPLACE:
+        run_effects_replace(c);
+        break;
     }
 }
 

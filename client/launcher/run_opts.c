@@ -54,6 +54,9 @@ static const struct run_opt run_opts_table[] = {
      "close a worker's store connection whose request stays incomplete MS (default 30000, 0: never)"},
     {"module", RUN_OPT_FLAG, RUN_OFF(module), NULL, "also -m: PROG is a module, run as `python3 -m PROG`"},
     {"no-python", RUN_OPT_FLAG, RUN_OFF(no_python), NULL, "run PROG as it is, even one ending in .py"},
+    {"recovery", RUN_OPT_STR, RUN_OFF(recovery), "MODE",
+     "after a lost node or failed worker: restart (stop every worker; default) or in-place (survivors run on)"},
+    {"standby", RUN_OPT_FLAG, RUN_OFF(standby), NULL, "wait as a spare; start workers once a recovery admits this node"},
     {"log-dir", RUN_OPT_STR, RUN_OFF(log_dir), "DIR", "make the run's directory (error files) in DIR (default $TMPDIR)"},
     {"help", RUN_OPT_FLAG, RUN_OFF(help), NULL, "show this help"},
 };
@@ -250,6 +253,14 @@ int run_opts_check(const struct run_cfg *cfg)
     }
     if (cfg->nproc < 1) {
         fprintf(stderr, RUN_TAG "--nproc-per-node must be at least 1\n");
+        return -1;
+    }
+    if (cfg->recovery && strcmp(cfg->recovery, "restart") != 0 && strcmp(cfg->recovery, "in-place") != 0) {
+        fprintf(stderr, RUN_TAG "--recovery is restart or in-place, not %s\n", cfg->recovery);
+        return -1;
+    }
+    if (cfg->standby && cfg->standalone) {
+        fprintf(stderr, RUN_TAG "--standby joins a job of several nodes; --standalone is a one-node job\n");
         return -1;
     }
     if (cfg->module && cfg->no_python) {

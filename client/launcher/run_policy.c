@@ -15,6 +15,28 @@
  * the generation's done count and leaves only once all nodes have, because
  * a leave breaks the generation and would make a slower peer restart
  * workers that were about to succeed.
+ *
+ * In place (--recovery in-place): a broken generation does not stop the
+ * workers.  The launcher joins its recovery round (the survivors keep
+ * their order) and, once the next generation forms, publishes the node's
+ * place in it for the workers that run on (RUN_ACT_PLACE) and starts
+ * only the local ranks that failed (RUN_ACT_REPLACE).  A local worker
+ * that failed breaks the generation for every node, because the
+ * collective it was in cannot go on without it and no communicator takes
+ * a new process in: so the node joins again (a join from a member breaks
+ * its generation and enters the next round in one step), the other nodes
+ * recover, and this node comes back as a newcomer, after the survivors,
+ * with its living workers kept and a fresh process in the failed rank.
+ * A user keeps every process that is alive, the world keeps its size,
+ * and nothing waits for a spare.  A lost member outranks a local failure
+ * within a turn: when both are noted (a peer died and our worker's
+ * collective failed with it), this node is a survivor and recovers, and
+ * the recovery replaces the failed worker.  Each recovery or re-join
+ * counts as a restart, on every node as before; with none left, or when
+ * the recovery fails (this node was excluded, too few nodes came), the
+ * launcher falls back to stopping its workers as without the mode.  A
+ * node waiting to join does not make an in-place world re-form: it is
+ * admitted at the next recovery, as a standby is.
  */
 #include "run_policy.h"
 
@@ -39,12 +61,29 @@ static void run_policy_end(struct run_policy *p, int status, struct run_acts *ou
     run_policy_act(out, RUN_ACT_EXIT, status);
 }
 
+/* Ask for a join (flags: RUN_JOIN_FIRST, RUN_JOIN_STANDBY) and wait for its answer in state st. */
+static void run_policy_join_as(struct run_policy *p, enum run_state st, int flags, struct run_acts *out)
+{
+    p->state = st;
+    p->answer = RUN_EV_TURN;
+    run_policy_act(out, RUN_ACT_JOIN, flags);
+}
+
 /* Ask for a join (first: the launcher's first) and wait for its answer. */
 static void run_policy_join(struct run_policy *p, int first, struct run_acts *out)
 {
-    p->state = RUN_ST_JOINING;
-    p->answer = RUN_EV_TURN;
-    run_policy_act(out, RUN_ACT_JOIN, first);
+    run_policy_join_as(p, RUN_ST_JOINING, first ? RUN_JOIN_FIRST : 0, out);
+}
+
+/* The launcher's first join: as a spare with --standby. */
+static void run_policy_first_join(struct run_policy *p, struct run_acts *out)
+{
+    if (!p->cfg.standby) {
+        run_policy_join(p, 1, out);
+        return;
+    }
+    run_policy_act(out, RUN_ACT_SAY, RUN_NOTE_STANDBY);
+    run_policy_join_as(p, RUN_ST_STANDBY, RUN_JOIN_FIRST | RUN_JOIN_STANDBY, out);
 }
 
 /* Leave the membership, if there is one to leave. */
@@ -129,6 +168,11 @@ static void run_policy_after_stop(struct run_policy *p, struct run_acts *out)
         return;
     }
     run_policy_act(out, RUN_ACT_RELEASE, 0);
+    if (p->cause == RUN_CAUSE_END) {
+        run_policy_leave(p, 0, out);
+        run_policy_end(p, p->answer_status, out);
+        return;
+    }
     if (p->sig) {
         /* A signal during a restart's stop ends the launcher instead of the restart. */
         run_policy_end(p, 128 + p->sig, out);
@@ -153,6 +197,8 @@ static void run_policy_joining(struct run_policy *p, struct run_acts *out)
     if (p->answer == RUN_EV_JOINED) {
         p->state = RUN_ST_STARTING;
         p->started = 0;
+        if (p->cfg.in_place)
+            run_policy_act(out, RUN_ACT_PLACE, 0);
         run_policy_act(out, RUN_ACT_START, 0);
     } else if (p->answer == RUN_EV_JOIN_FAILED) {
         run_policy_end(p, p->answer_status, out);
@@ -176,10 +222,49 @@ static void run_policy_finish(struct run_policy *p, struct run_acts *out)
     run_policy_act(out, RUN_ACT_WATCH, 1);
 }
 
+/* Whether a restart is left for a recovery in place. */
+static int run_policy_can_recover(const struct run_policy *p)
+{
+    return p->cfg.in_place && (uint32_t)p->restarts < p->cfg.max_restarts;
+}
+
+/* In place: the generation broke; join its recovery round while the workers run on. */
+static void run_policy_recover(struct run_policy *p, struct run_acts *out)
+{
+    run_policy_unwatch(p, out);
+    p->state = RUN_ST_RECOVERING;
+    p->answer = RUN_EV_TURN;
+    run_policy_act(out, RUN_ACT_SAY, RUN_NOTE_RECOVER);
+    run_policy_act(out, RUN_ACT_RECOVER, 0);
+}
+
+/* In place: a local worker failed; join again (breaking the generation for all) while the others run on. */
+static void run_policy_rejoin(struct run_policy *p, struct run_acts *out)
+{
+    run_policy_act(out, RUN_ACT_REPORT, 0);
+    run_policy_act(out, RUN_ACT_SAY, RUN_NOTE_REPLACE);
+    run_policy_join_as(p, RUN_ST_REJOINING, 0, out);
+}
+
+/* RUNNING in place: a lost member before a failed worker (the header says why); growing waits. */
+static void run_policy_running_in_place(struct run_policy *p, uint64_t now, struct run_acts *out)
+{
+    if (p->lost)
+        run_policy_recover(p, out);
+    else if (p->failure)
+        run_policy_rejoin(p, out);
+    else if (p->running == 0)
+        run_policy_finish(p, out);
+    else
+        run_policy_beat(p, now, out);
+}
+
 /* RUNNING: decide on what this turn noted, in the order the header gives. */
 static void run_policy_running(struct run_policy *p, uint64_t now, struct run_acts *out)
 {
-    if (p->sig)
+    if (!p->sig && run_policy_can_recover(p))
+        run_policy_running_in_place(p, now, out);
+    else if (p->sig)
         run_policy_on_signal(p, now, out);
     else if (p->failure)
         run_policy_break(p, RUN_CAUSE_FAILED, now, out);
@@ -202,6 +287,9 @@ static void run_policy_finishing(struct run_policy *p, uint64_t now, struct run_
     } else if (p->done >= (int64_t)p->num_nodes) {
         run_policy_unwatch(p, out);
         run_policy_finished(p, out);
+    } else if (p->lost && run_policy_can_recover(p)) {
+        /* The workers are done; the node recovers with none running and finishes in the next generation. */
+        run_policy_recover(p, out);
     } else if (p->lost) {
         run_policy_unwatch(p, out);
         run_policy_break(p, RUN_CAUSE_LOST, now, out);
@@ -235,15 +323,41 @@ static void run_policy_killing(struct run_policy *p, uint64_t now, struct run_ac
         run_policy_after_stop(p, out);
 }
 
+/* RECOVERING, REJOINING: the next generation formed: count the restart, publish this node's place in it
+ * and start the failed local ranks; a failed answer stops the workers as without the mode. */
+static void run_policy_moving(struct run_policy *p, uint64_t now, struct run_acts *out)
+{
+    if (p->sig) {
+        run_policy_on_signal(p, now, out);
+    } else if (p->answer == RUN_EV_JOINED) {
+        p->restarts++;
+        p->state = RUN_ST_STARTING;
+        p->started = 0;
+        run_policy_act(out, RUN_ACT_SAY, RUN_NOTE_RESTART);
+        run_policy_act(out, RUN_ACT_PLACE, 0);
+        run_policy_act(out, RUN_ACT_REPLACE, 0);
+    } else if (p->answer == RUN_EV_RECOVER_FAILED) {
+        run_policy_act(out, RUN_ACT_SAY, RUN_NOTE_FALLBACK);
+        run_policy_break(p, RUN_CAUSE_LOST, now, out);
+    } else if (p->answer == RUN_EV_JOIN_FAILED) {
+        run_policy_break(p, RUN_CAUSE_END, now, out);
+    }
+}
+
 /* The end of a loop turn: decide on what was noted, as the state says. */
 static void run_policy_turn(struct run_policy *p, uint64_t now, struct run_acts *out)
 {
     switch (p->state) {
     case RUN_ST_START:
-        run_policy_join(p, 1, out);
+        run_policy_first_join(p, out);
         break;
     case RUN_ST_JOINING:
+    case RUN_ST_STANDBY:
         run_policy_joining(p, out);
+        break;
+    case RUN_ST_RECOVERING:
+    case RUN_ST_REJOINING:
+        run_policy_moving(p, now, out);
         break;
     case RUN_ST_STARTING:
         if (!p->started)
@@ -306,7 +420,7 @@ static void run_policy_on_lost(struct run_policy *p, const struct run_ev *ev, st
 /* Note a node waiting to join: the world grows when it is below its maximum. */
 static void run_policy_on_waiting(struct run_policy *p, const struct run_ev *ev, struct run_acts *out)
 {
-    if (ev->generation != p->generation || p->num_nodes >= p->cfg.max_nodes || p->grow)
+    if (ev->generation != p->generation || p->num_nodes >= p->cfg.max_nodes || p->grow || p->cfg.in_place)
         return;
     p->grow = 1;
     run_policy_act(out, RUN_ACT_SAY, RUN_NOTE_GROW);
@@ -353,6 +467,7 @@ void run_policy_step(struct run_policy *p, const struct run_ev *ev, struct run_a
         break;
     case RUN_EV_JOIN_FAILED:
     case RUN_EV_COMPLETED:
+    case RUN_EV_RECOVER_FAILED:
         p->answer = ev->kind;
         p->answer_status = ev->status;
         break;
@@ -405,7 +520,7 @@ uint64_t run_policy_wake(const struct run_policy *p)
 /* The name of a state, for messages and tests. */
 const char *run_policy_state_name(enum run_state s)
 {
-    static const char *const names[] = {"start",     "joining",  "starting", "running",
-                                        "finishing", "stopping", "killing",  "ended"};
+    static const char *const names[] = {"start",    "joining", "starting", "running",    "finishing", "stopping",
+                                        "killing",  "ended",   "standby",  "recovering", "rejoining"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
 }

@@ -24,15 +24,15 @@
  *   KILLING --all reaped or kill wait passed--> after the stop
  *   after the stop: signal --> ENDED; restarts left or grow --> JOINING; else ENDED
  *
- * Where a later "--recovery in-place" mode goes (not built): a cause
- * RUN_CAUSE_REPLACE that does not stop the survivors; a state REJOINING
- * (RUNNING's workers keep running while the member re-joins, entered on a
- * failure or a lost member instead of STOPPING), whose JOINED answer leads
- * to an action starting only the dead local ranks (RUN_EV_WORKER_EXIT
- * already names its local rank) and one telling the survivors the new
- * generation, back to RUNNING; and a state STANDBY before JOINING, for a
- * `--standby` launcher whose join answers "spare", left on a promotion
- * event.  Restart counting and exit codes stay in run_policy_after_stop.
+ * With --recovery in-place the workers of a broken generation keep running
+ * (run_policy.c says why each way):
+ *
+ *   START --JOIN(standby)--> STANDBY --JOINED (admitted)--> STARTING
+ *   RUNNING, FINISHING --lost, restarts left--> RECOVERING --JOINED--> STARTING (place, replace)
+ *   RUNNING --a worker failed, restarts left--> REJOINING --JOINED--> STARTING (place, replace)
+ *   RECOVERING --RECOVER_FAILED--> STOPPING (cause lost: re-formed the restart way)
+ *   REJOINING --JOIN_FAILED--> STOPPING (cause end: ENDED with the join's status)
+ *   RECOVERING, REJOINING --signal--> STOPPING (cause signal)
  */
 #ifndef MUSTER_LAUNCHER_RUN_POLICY_H
 #define MUSTER_LAUNCHER_RUN_POLICY_H
@@ -48,6 +48,8 @@ struct run_policy_cfg {
     uint32_t max_nodes;    /* the upper bound of --nnodes: a smaller world grows when a node waits */
     uint32_t grace_ms;     /* --grace: from SIGTERM to SIGKILL */
     uint32_t kill_wait_ms; /* how long killed workers get to be reaped before the launcher goes on */
+    int in_place;          /* --recovery in-place: survivors' workers keep running across generations */
+    int standby;           /* --standby: the first join waits as a spare until a round admits it */
 };
 
 /* Where the launcher is. */
@@ -60,10 +62,20 @@ enum run_state {
     RUN_ST_STOPPING,  /* they were signalled: waiting up to --grace for them to exit */
     RUN_ST_KILLING,   /* SIGKILL sent: waiting up to kill_wait_ms */
     RUN_ST_ENDED,     /* exit_code is the launcher's exit status */
+    RUN_ST_STANDBY,   /* --standby: the first join waits as a spare until a round admits it */
+    RUN_ST_RECOVERING, /* in place: the generation broke; the recovery round was joined, workers run on */
+    RUN_ST_REJOINING, /* in place: a local worker failed; re-joining as a newcomer, the others run on */
 };
 
 /* Why the workers are being stopped. */
-enum run_cause { RUN_CAUSE_NONE, RUN_CAUSE_SIGNAL, RUN_CAUSE_FAILED, RUN_CAUSE_GROW, RUN_CAUSE_LOST };
+enum run_cause {
+    RUN_CAUSE_NONE,
+    RUN_CAUSE_SIGNAL,
+    RUN_CAUSE_FAILED,
+    RUN_CAUSE_GROW,
+    RUN_CAUSE_LOST,
+    RUN_CAUSE_END, /* a re-join failed while workers ran: end with its status once they are stopped */
+};
 
 /* What an event says; the fields of struct run_ev each kind reads are named after it. */
 enum run_ev_kind {
@@ -81,6 +93,7 @@ enum run_ev_kind {
     RUN_EV_BROKEN,       /* the store connection, the private musterd or a store call failed */
     RUN_EV_WATCH_ENDED,  /* the server dropped the done key's watch */
     RUN_EV_SIGNAL,       /* sig: SIGINT or SIGTERM reached the launcher */
+    RUN_EV_RECOVER_FAILED, /* status: the recovery round left this node out, timed out or could not be asked */
 };
 
 /* One event. */
@@ -99,8 +112,8 @@ struct run_ev {
 
 /* What the effects layer is asked to do; each answer it owes is named. */
 enum run_act_kind {
-    RUN_ACT_JOIN,      /* arg 1: the first join, which first asks whether the job completed; answer JOINED,
-                        * JOIN_FAILED or COMPLETED */
+    RUN_ACT_JOIN,      /* arg RUN_JOIN_FIRST: the first join, which first asks whether the job completed;
+                        * RUN_JOIN_STANDBY: as a spare; answer JOINED, JOIN_FAILED or COMPLETED */
     RUN_ACT_START,     /* start the relay and the workers; answer STARTED, then WORKER_EXIT as they exit */
     RUN_ACT_HEARTBEAT, /* answer BEAT, and BROKEN when it failed */
     RUN_ACT_WATCH,     /* watch the done key and add arg (1: this node is done, 0: read it); answer WATCHING
@@ -113,7 +126,14 @@ enum run_act_kind {
     RUN_ACT_COMPLETE,  /* record that the job completed */
     RUN_ACT_SAY,       /* print note arg (enum run_note) */
     RUN_ACT_EXIT,      /* the launcher ends with status arg */
+    RUN_ACT_RECOVER,   /* join the broken generation's recovery round; answer JOINED or RECOVER_FAILED */
+    RUN_ACT_PLACE,     /* publish this node's place in the generation for its workers (KEYS_RUN_PLACE_FMT) */
+    RUN_ACT_REPLACE,   /* start the local ranks that failed, tell the others their new ranks; answer STARTED */
 };
+
+/* RUN_ACT_JOIN's arg, bit by bit. */
+#define RUN_JOIN_FIRST 1
+#define RUN_JOIN_STANDBY 2
 
 /* Messages the policy asks for; the effects layer words them. */
 enum run_note {
@@ -125,6 +145,10 @@ enum run_note {
     RUN_NOTE_NO_RESTARTS, /* --max-restarts used up: giving up */
     RUN_NOTE_RESTART,     /* restart `restarts` of --max-restarts */
     RUN_NOTE_FINISHED,    /* every worker of every node finished */
+    RUN_NOTE_RECOVER,     /* in place: joining the recovery round, workers keep running */
+    RUN_NOTE_REPLACE,     /* in place: re-joining to replace the failed worker, the others keep running */
+    RUN_NOTE_FALLBACK,    /* in place: the recovery failed; restarting the workers instead */
+    RUN_NOTE_STANDBY,     /* --standby: waiting as a spare until a round admits this node */
 };
 
 /* One action. */
@@ -153,7 +177,8 @@ struct run_policy {
     uint32_t every;
     uint64_t next_beat;     /* monotonic ms */
     /* Noted since they were last decided on. */
-    enum run_ev_kind answer; /* JOINING: JOINED, JOIN_FAILED or COMPLETED once answered, else TURN */
+    enum run_ev_kind answer; /* JOINING, STANDBY, RECOVERING, REJOINING: JOINED, JOIN_FAILED, COMPLETED or
+                              * RECOVER_FAILED once answered, else TURN */
     int answer_status;
     int started;            /* STARTING: the start was answered */
     int lost;               /* the generation broke (a member, the store, a heartbeat) */

@@ -273,6 +273,44 @@ int run_proc_start(struct run_workers *ws, int n, int prefix, const struct run_e
     return ws->running > 0 ? 0 : -1;
 }
 
+/* Close what a reaped worker left of its output streams, so it can be started again. */
+static void run_proc_forget(struct run_worker *w)
+{
+    for (int s = 0; s < 2; s++) {
+        run_proc_drain(w, s); /* the worker is gone: what its pipe holds is read without waiting */
+        run_proc_close_stream(w, s);
+        free(w->buf[s]);
+        w->buf[s] = NULL;
+        w->len[s] = 0;
+    }
+    w->status = 0;
+    w->sig = 0;
+}
+
+/* In a new generation: start again the workers that failed (or never started), with env's ranks, and
+ * give the running ones their new global rank (for the output prefix); returns how many were started.
+ * A worker that exited 0 has done its part and stays gone. */
+int run_proc_replace(struct run_workers *ws, const struct run_env *env, char *const *argv)
+{
+    int started = 0;
+    ws->first_failure = ws->first_signal = 0;
+    for (int i = 0; i < ws->n; i++) {
+        struct run_worker *w = &ws->w[i];
+        w->rank = (int)env->a->rank_start + i;
+        if (w->pid > 0 || w->status == 0)
+            continue;
+        run_proc_forget(w);
+        if (run_proc_spawn(ws, w, env, argv) == 0) {
+            started++;
+        } else {
+            w->status = 127;
+            if (!ws->first_failure)
+                ws->first_failure = 127;
+        }
+    }
+    return started;
+}
+
 /* Convert a wait status into the shell's exit-code convention. */
 static int run_proc_code(int st)
 {
