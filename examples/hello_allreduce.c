@@ -16,12 +16,24 @@
  * libmuster-nccl; without one the program says so and sums through the
  * store instead, so it runs on any machine.  MUSTER_DEMO_TIMEOUT_MS bounds
  * every wait (default 60000).
+ *
+ * In place (MUSTER_DEMO_INPLACE=1, under `muster run --recovery in-place`):
+ * the program loops MUSTER_DEMO_ITERATIONS all-reduces through the store,
+ * MUSTER_DEMO_INTERVAL_MS apart, and survives the loss of other nodes in
+ * the same process.  While it waits for the others' values it looks at
+ * the daemon's generation key every DEMO_SLICE_MS; when a new generation
+ * has formed, it reads its node's place in it from the launcher's key
+ * (docs/launcher.md, "Staying in place") and goes on there: the ranks of
+ * the new world first agree on the iteration to resume at (the highest
+ * any of them reached: a process started into the new world has done
+ * none), then every rank prints the sum over the new world.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <muster/muster.h>
 
@@ -31,6 +43,16 @@
 #endif
 
 #define DEMO_DEFAULT_TIMEOUT_MS 60000
+/* In place: how long one wait for the others' values lasts before the generation key is read again. */
+#define DEMO_SLICE_MS 100
+
+/* Keys a worker staying in place reads (proto/keys.h names them): the daemon's latest generation, and
+ * the launcher's "rank_start world_size local_world_size node_rank num_nodes" of this node in one. */
+#define DEMO_GENERATION_KEY "muster/rdzv/generation"
+#define DEMO_PLACE_KEY_FMT "muster/run/%llu/place/%s"
+
+/* What a wait in place ended with besides muster's statuses: a new generation formed. */
+#define DEMO_MOVED 1000
 
 /* The job as the launcher described it. */
 struct demo {
@@ -38,6 +60,12 @@ struct demo {
     long world;
     unsigned long long generation;
     unsigned timeout_ms;
+    /* In place. */
+    int in_place;
+    long local_rank;
+    const char *node_id;
+    long iterations;
+    unsigned interval_ms;
 };
 
 /* Read a non-negative decimal environment variable into *out (fallback when unset). */
@@ -52,6 +80,28 @@ static int demo_env(const char *name, long long fallback, long long *out)
     errno = 0;
     *out = strtoll(s, &end, 10);
     return errno == 0 && *end == '\0' && *out >= 0;
+}
+
+/* Fill d's in-place settings from the environment; 0, or -1 (message printed). */
+static int demo_read_in_place(struct demo *d)
+{
+    long long on, iterations, interval, local;
+    if (!demo_env("MUSTER_DEMO_INPLACE", 0, &on) || !demo_env("MUSTER_DEMO_ITERATIONS", 1, &iterations) ||
+        !demo_env("MUSTER_DEMO_INTERVAL_MS", 0, &interval) || !demo_env("LOCAL_RANK", 0, &local) ||
+        iterations < 1 || iterations > 1000000 || interval > 3600000) {
+        fprintf(stderr, "hello_allreduce: MUSTER_DEMO_INPLACE, _ITERATIONS or _INTERVAL_MS is malformed\n");
+        return -1;
+    }
+    d->in_place = on != 0;
+    d->iterations = (long)iterations;
+    d->interval_ms = (unsigned)interval;
+    d->local_rank = (long)local;
+    d->node_id = getenv("MUSTER_NODE_ID");
+    if (d->in_place && (!d->node_id || !*d->node_id)) {
+        fprintf(stderr, "hello_allreduce: MUSTER_DEMO_INPLACE needs MUSTER_NODE_ID (start it with `muster run`)\n");
+        return -1;
+    }
+    return 0;
 }
 
 /* Fill d from the environment; 0 on success, -1 (message printed) otherwise. */
@@ -72,7 +122,7 @@ static int demo_read_env(struct demo *d)
     d->world = (long)world;
     d->generation = (unsigned long long)gen;
     d->timeout_ms = (unsigned)timeout;
-    return 0;
+    return demo_read_in_place(d);
 }
 
 /* Print a failure of a muster call and return the exit status. */
@@ -146,6 +196,159 @@ static int demo_run_store(const struct demo *d)
         return status;
     }
     printf("[Rank %ld] After all_reduce: [%.1f]\n", d->rank, sum);
+    muster_close(m);
+    return 0;
+}
+
+/* ------------------------------------------------------------ in place */
+
+/* Monotonic milliseconds. */
+static long long demo_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleep ms milliseconds. */
+static void demo_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* The latest generation the daemon formed (0 when it cannot be read). */
+static unsigned long long demo_latest(muster_t *m)
+{
+    void *v = NULL;
+    size_t n = 0;
+    unsigned long long gen = 0;
+    if (muster_get(m, DEMO_GENERATION_KEY, 0, 0, &v, &n) == MUSTER_OK) {
+        gen = (unsigned long long)demo_parse(v, n);
+        muster_free(v);
+    }
+    return gen;
+}
+
+/* Read this node's place in generation gen from the launcher's key, waiting at most DEMO_SLICE_MS. */
+static int demo_place(struct demo *d, muster_t *m, unsigned long long gen)
+{
+    char key[256], text[96];
+    void *v = NULL;
+    size_t n = 0;
+    unsigned long long start, world;
+    snprintf(key, sizeof key, DEMO_PLACE_KEY_FMT, gen, d->node_id);
+    int rc = muster_get(m, key, 1, DEMO_SLICE_MS, &v, &n);
+    if (rc != MUSTER_OK)
+        return rc;
+    snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text ? n : sizeof text - 1), (const char *)v);
+    muster_free(v);
+    if (sscanf(text, "%llu %llu", &start, &world) != 2 || start + (unsigned long long)d->local_rank >= world)
+        return MUSTER_EPROTO;
+    d->rank = (long)(start + (unsigned long long)d->local_rank);
+    d->world = (long)world;
+    d->generation = gen;
+    return MUSTER_OK;
+}
+
+/* A new generation formed: follow it (the latest, should more form meanwhile) to this node's place. */
+static int demo_follow(struct demo *d, muster_t *m)
+{
+    unsigned long long old = d->generation;
+    long old_rank = d->rank;
+    long long end = demo_now_ms() + d->timeout_ms;
+    int rc;
+    do {
+        rc = demo_place(d, m, demo_latest(m));
+    } while (rc == MUSTER_ETIMEDOUT && demo_now_ms() < end);
+    if (rc == MUSTER_OK)
+        printf("[Rank %ld] pid %ld stays in place: generation %llu -> %llu, rank %ld -> %ld of %ld\n", d->rank,
+               (long)getpid(), old, d->generation, old_rank, d->rank, d->world);
+    return rc;
+}
+
+/* Publish mine under demo/<generation>/<tag>/<rank> and wait for every rank's value, looking for a new
+ * generation between short waits; fills *sum and *max, or returns DEMO_MOVED. */
+static int demo_gather(const struct demo *d, muster_t *m, const char *tag, float mine, float *sum, float *max)
+{
+    char **keys = calloc((size_t)d->world, sizeof *keys);
+    void **vals = calloc((size_t)d->world, sizeof *vals);
+    size_t *lens = calloc((size_t)d->world, sizeof *lens);
+    char text[32];
+    int rc = keys && vals && lens ? MUSTER_OK : MUSTER_ENOMEM;
+    for (long r = 0; rc == MUSTER_OK && r < d->world; r++)
+        if (asprintf(&keys[r], "demo/%llu/%s/%ld", d->generation, tag, r) < 0)
+            keys[r] = NULL, rc = MUSTER_ENOMEM;
+    snprintf(text, sizeof text, "%.9g", mine);
+    if (rc == MUSTER_OK)
+        rc = muster_set(m, keys[d->rank], text, strlen(text), d->timeout_ms);
+    for (long long end = demo_now_ms() + d->timeout_ms; rc == MUSTER_OK || rc == MUSTER_ETIMEDOUT;) {
+        rc = muster_multi_get(m, (const char *const *)keys, (size_t)d->world, 1, vals, lens, DEMO_SLICE_MS);
+        if (rc != MUSTER_ETIMEDOUT)
+            break;
+        /* A peer that died never sends its value: a new generation says the world moved on. */
+        if (demo_latest(m) > d->generation)
+            rc = DEMO_MOVED;
+        else if (demo_now_ms() >= end)
+            break;
+    }
+    *sum = *max = 0.0f;
+    for (long r = 0; rc == MUSTER_OK && r < d->world; r++) {
+        float v = demo_parse(vals[r], lens[r]);
+        *sum += v; /* in rank order, as every rank does */
+        *max = v > *max ? v : *max;
+    }
+    for (long r = 0; keys && vals && r < d->world; r++) {
+        free(keys[r]);
+        muster_free(vals[r]);
+    }
+    free(keys);
+    free(vals);
+    free(lens);
+    return rc;
+}
+
+/* Run the iterations of one generation from *it on; MUSTER_OK when all are done, DEMO_MOVED, or a
+ * failure.  The ranks first agree on the iteration to resume at. */
+static int demo_generation(const struct demo *d, muster_t *m, long *it)
+{
+    float sum, max;
+    int rc = demo_gather(d, m, "start", (float)*it, &sum, &max);
+    if (rc != MUSTER_OK)
+        return rc;
+    for (*it = (long)max; *it < d->iterations; (*it)++) {
+        char tag[24];
+        snprintf(tag, sizeof tag, "%ld", *it);
+        if ((rc = demo_gather(d, m, tag, (float)(d->rank + 1), &sum, &max)) != MUSTER_OK)
+            return rc;
+        printf("[Rank %ld] generation %llu, iteration %ld of %ld: After all_reduce: [%.1f]\n", d->rank,
+               d->generation, *it + 1, d->iterations, sum);
+        if (d->interval_ms && *it + 1 < d->iterations)
+            demo_sleep_ms(d->interval_ms);
+    }
+    printf("[Rank %ld] pid %ld finished %ld iterations in generation %llu: world %ld, sum [%.1f]\n", d->rank,
+           (long)getpid(), d->iterations, d->generation, d->world, sum);
+    return MUSTER_OK;
+}
+
+/* In place: iterate through the store, following the world into each new generation. */
+static int demo_run_in_place(struct demo *d)
+{
+    int rc = MUSTER_OK;
+    long it = 0;
+    muster_t *m = muster_connect(NULL, &rc);
+    if (!m)
+        return demo_fail(d, "cannot reach the store", rc, NULL);
+    printf("[Rank %ld] pid %ld starts in place: generation %llu, rank %ld of %ld\n", d->rank, (long)getpid(),
+           d->generation, d->rank, d->world);
+    while ((rc = demo_generation(d, m, &it)) == DEMO_MOVED)
+        if ((rc = demo_follow(d, m)) != MUSTER_OK)
+            break;
+    if (rc != MUSTER_OK) {
+        int status = demo_fail(d, "all_reduce in place", rc, m);
+        muster_close(m);
+        return status;
+    }
     muster_close(m);
     return 0;
 }
@@ -243,6 +446,8 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (demo_read_env(&d) != 0)
         return 2;
+    if (d.in_place)
+        return demo_run_in_place(&d); /* through the store: a communicator does not follow a new world */
 #ifdef MUSTER_HAVE_NCCL
     if (demo_have_gpu())
         return demo_run_nccl(&d);
