@@ -111,8 +111,11 @@ int muster_next_event(muster_t *m, muster_event **ev, uint32_t timeout_ms)
     /* A failover handle reconnects (and watches again) to wait for events. */
     if (!m->ev_head && m->url.failover && timeout_ms > 0)
         rc = failover_ready(m, deadline);
+    /* Events already queued are handed out without touching the socket: a loop taking them one by one
+     * reads once, when the queue runs dry, rather than once per event. */
+    int queued = m->ev_head != NULL;
     flight_unlock(m);
-    if (rc == MUSTER_OK)
+    if (rc == MUSTER_OK && !queued)
         flight_handle(m, POLLIN);
     if (rc == MUSTER_OK && timeout_ms > 0)
         flight_wait(m, watch_ready, NULL, deadline);
