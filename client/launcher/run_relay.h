@@ -81,6 +81,7 @@ struct run_relay {
     muster_t *up;
     int failover;
     uint64_t session;            /* muster_session_id() when last seen: a change is a reconnect */
+    int corked;                  /* the upstream socket held corked during this turn, or -1 */
     uint64_t watch_id;
     uint64_t dropped;            /* muster_events_dropped() when last seen */
     int dead;                    /* the upstream is gone: workers' connections are refused */
