@@ -58,6 +58,7 @@ struct run_relay_conn {
     uint64_t pseq;               /* changes with each park, so a stale answer is known */
     int parked;                  /* the first look found it not done: it waits on the watch */
     int rechecking;              /* a look at it is in flight */
+    int dirty;                   /* an event named one of its keys while a look was in flight */
     char **pkeys;                /* native keys of the parked request */
     size_t npkeys;
     int64_t world;               /* BARRIER: the count that releases it */
@@ -102,6 +103,10 @@ void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const
 /* Look again at c's parked request after a change to key (NULL: any key); answers it when it is done. */
 void run_relay_ops_recheck(struct run_relay *r, struct run_relay_conn *c, const char *key, const void *value,
                            size_t vlen);
+/* Send a look at c's parked request (a check of its keys, or a get of its count). */
+void run_relay_ops_look(struct run_relay *r, struct run_relay_conn *c);
+/* A look at c's park found it not done: wait on the watch, or look again when an event came meanwhile. */
+void run_relay_ops_not_yet(struct run_relay *r, struct run_relay_conn *c);
 /* Drop c's parked request without an answer. */
 void run_relay_ops_unpark(struct run_relay_conn *c);
 /* Answer c's WAIT or BARRIER (STOP_WAITING) and end its park. */

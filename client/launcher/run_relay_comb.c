@@ -4,18 +4,19 @@
  * answer musterd would have given it alone (docs/launcher.md, "what the
  * relay combines").
  *
- *   - ADD (and BARRIER's count): while an add of a key is in flight, the
- *     adds of that key that arrive wait in one batch, sent as a single add
- *     of their sum once the first answers.  The answer v is the count after
- *     the whole batch; the batch's requests are handed base + the running
- *     sum in arrival order (base = v - sum), which is what each would have
- *     seen had the adds run one after another at that point.
- *   - GET: likewise, the gets of a key that arrive while one is in flight
- *     wait for the next call, so every get reads the store after it
- *     arrived (never an answer read before it).
+ *   - ADD (and BARRIER's count): while two adds of a key are in flight,
+ *     the adds of that key that arrive wait in one batch, sent as a single
+ *     add of their sum once one of those answers.  The answer v is the
+ *     count after the whole batch; the batch's requests are handed base +
+ *     the running sum in arrival order (base = v - sum), which is what each
+ *     would have seen had the adds run one after another at that point.
+ *   - GET: likewise, the gets of a key that arrive while two are in flight
+ *     wait for a later call, so every get reads the store after it arrived
+ *     (never an answer read before it).
  *   - WAIT of one key: the first look joins a check of that key already in
- *     flight.  A key written after that check ran shows up as a watch event
- *     after its answer, which releases the WAIT then: joining only delays.
+ *     flight.  A key written after that check ran shows up as a watch event,
+ *     which releases the WAIT (or has it looked at again when it comes
+ *     before the check's answer): joining only delays.
  *
  * A connection whose request waits in a batch decodes nothing more until
  * the batch is sent, so its own later requests still reach musterd after it.
@@ -27,6 +28,9 @@
 
 /* Buckets of the key table. */
 #define RELAY_COMB_BUCKETS 256
+/* Calls of one key and kind in flight before the next requests wait in a batch: two keep the upstream
+ * busy while one answer is on its way back, and combining starts only where requests pile up. */
+#define RELAY_COMB_DEPTH 2
 
 /* The kinds of combined calls. */
 enum run_relay_comb_kind { COMB_ADD, COMB_GET, COMB_WAIT, COMB_KINDS };
@@ -49,11 +53,13 @@ struct run_relay_batch {
     size_t n, cap;
 };
 
-/* The combining state of one native key: the call in flight and the batch waiting for it, by kind. */
+/* The combining state of one native key, by kind: calls in flight, the last one sent (while in flight)
+ * and the batch waiting to be sent. */
 struct run_relay_key {
     struct run_relay_key *next;
     uint32_t hash;
-    struct run_relay_batch *flight[COMB_KINDS], *queued[COMB_KINDS];
+    unsigned inflight[COMB_KINDS];
+    struct run_relay_batch *last[COMB_KINDS], *queued[COMB_KINDS];
     char name[];
 };
 
@@ -94,7 +100,7 @@ static struct run_relay_key *run_relay_comb_key(struct run_relay *r, const char 
 static void run_relay_comb_forget(struct run_relay *r, struct run_relay_key *e)
 {
     for (int i = 0; i < COMB_KINDS; i++)
-        if (e->flight[i] || e->queued[i])
+        if (e->inflight[i] || e->queued[i])
             return;
     for (struct run_relay_key **p = &r->keys[e->hash % r->nbuckets]; *p; p = &(*p)->next)
         if (*p == e) {
@@ -161,7 +167,8 @@ static void run_relay_comb_send(struct run_relay *r, struct run_relay_batch *b)
                                    : muster_async_check(r->up, &k, 1, 0, run_relay_comb_done, b);
     r->st.upstream_ops++;
     if (rc == MUSTER_OK) {
-        e->flight[b->kind] = b;
+        e->inflight[b->kind]++;
+        e->last[b->kind] = b;
         return;
     }
     for (size_t i = 0; i < b->n; i++)
@@ -176,8 +183,8 @@ static int run_relay_comb_live(const struct run_relay_member *m)
 }
 
 /* Hand one member its share of a successful answer. */
-static void run_relay_comb_answer(struct run_relay_batch *b, struct run_relay_member *m, const muster_reply *rep,
-                                  int64_t count)
+static void run_relay_comb_answer(struct run_relay *r, struct run_relay_batch *b, struct run_relay_member *m,
+                                  const muster_reply *rep, int64_t count)
 {
     struct run_relay_conn *c = m->c;
     if (b->kind == COMB_ADD && m->s) {
@@ -191,7 +198,7 @@ static void run_relay_comb_answer(struct run_relay_batch *b, struct run_relay_me
     } else if (b->kind == COMB_ADD ? count >= m->world : rep->number != 0) {
         run_relay_ops_release(c);
     } else {
-        c->parked = 1; /* not yet: the watch's events release it */
+        run_relay_ops_not_yet(r, c);
     }
 }
 
@@ -206,7 +213,9 @@ static void run_relay_comb_done(muster_t *m, const muster_reply *rep, void *arg)
         run_relay_comb_drop(b);
         return;
     }
-    e->flight[b->kind] = NULL;
+    e->inflight[b->kind]--;
+    if (e->last[b->kind] == b)
+        e->last[b->kind] = NULL;
     int ok = rep->err == MUSTER_OK || (b->kind == COMB_GET && rep->err == MUSTER_ENOTFOUND);
     int64_t count = rep->number - b->sum; /* ADD: the count before the batch */
     uint64_t *combined = b->kind == COMB_ADD   ? &r->st.adds_combined
@@ -221,12 +230,12 @@ static void run_relay_comb_done(muster_t *m, const muster_reply *rep, void *arg)
         if (!ok)
             run_relay_upstream_failed(r, mb->c, run_relay_comb_name(mb, b->kind), rep->err, rep->detail);
         else
-            run_relay_comb_answer(b, mb, rep, count);
+            run_relay_comb_answer(r, b, mb, rep, count);
     }
     enum run_relay_comb_kind kind = b->kind;
     run_relay_comb_drop(b);
     struct run_relay_batch *next = e->queued[kind];
-    if (next) {
+    if (next && e->inflight[kind] < RELAY_COMB_DEPTH) {
         e->queued[kind] = NULL;
         for (size_t j = 0; j < next->n; j++)
             next->m[j].c->deferred--;
@@ -244,25 +253,28 @@ static int run_relay_comb_submit(struct run_relay *r, const char *k, enum run_re
 {
     struct run_relay_key *e = run_relay_comb_key(r, k);
     struct run_relay_batch *b = NULL;
-    /* WAIT joins the look in flight; ADD and GET wait for the next call, so it reads after they came. */
-    int join = kind == COMB_WAIT && e && e->flight[kind];
-    int queue = !join && e && e->flight[kind];
+    /* WAIT joins the look in flight; ADD and GET wait for a later call (so it reads after they came),
+     * once RELAY_COMB_DEPTH of theirs are in flight. */
+    int join = kind == COMB_WAIT && e && e->last[kind];
+    int queue = !join && e && e->inflight[kind] >= RELAY_COMB_DEPTH;
     if (e)
-        b = join ? e->flight[kind] : queue ? e->queued[kind] : NULL;
+        b = join ? e->last[kind] : queue ? e->queued[kind] : NULL;
     if (e && !b && (b = run_relay_comb_batch(r, e, kind)) && queue)
         e->queued[kind] = b;
     if (!b || run_relay_comb_join(b, m) != 0) {
-        if (b && !b->n && !e->flight[kind] && e->queued[kind] != b)
+        if (b && !b->n && e->last[kind] != b && e->queued[kind] != b)
             free(b);
         if (e)
             run_relay_comb_forget(r, e);
         run_relay_close(r, m->c, "out of memory");
         return -1;
     }
-    if (queue)
+    if (queue) {
         m->c->deferred++;
-    else if (!join)
+    } else if (!join) {
         run_relay_comb_send(r, b);
+        run_relay_comb_forget(r, e); /* when the send failed */
+    }
     return 0;
 }
 

@@ -265,13 +265,22 @@ static void run_relay_ops_look_done(muster_t *m, const muster_reply *rep, void *
     if (done)
         run_relay_ops_release(c);
     else if (!c->dead)
-        c->parked = 1;
+        run_relay_ops_not_yet(k->r, c);
     run_relay_ops_call_free(k);
 }
 
-/* Send a look at c's parked request (a check of its keys, or a get of its count). */
-static void run_relay_ops_look(struct run_relay *r, struct run_relay_conn *c)
+/* A look at c's park found it not done: wait on the watch, or look again when an event came meanwhile. */
+void run_relay_ops_not_yet(struct run_relay *r, struct run_relay_conn *c)
 {
+    c->parked = 1;
+    if (c->dirty)
+        run_relay_ops_look(r, c);
+}
+
+/* Send a look at c's parked request (a check of its keys, or a get of its count). */
+void run_relay_ops_look(struct run_relay *r, struct run_relay_conn *c)
+{
+    c->dirty = 0;
     struct run_relay_call *k = run_relay_ops_call(r, c, NULL, TS_WAIT);
     if (!k)
         return;
@@ -459,7 +468,7 @@ void run_relay_ops_unpark(struct run_relay_conn *c)
     c->pkeys = NULL;
     c->npkeys = 0;
     c->park = RELAY_PARK_NONE;
-    c->parked = c->rechecking = 0;
+    c->parked = c->rechecking = c->dirty = 0;
     c->pseq++;
 }
 
@@ -483,13 +492,17 @@ static int run_relay_ops_parked_on(const struct run_relay_conn *c, const char *k
 }
 
 /* Look again at c's parked request after a write of key (NULL: any key, after a gap in the events);
- * answers it when it is done.  Before its first look answered, an event is of a write musterd ran
- * before that look, so the look's answer already holds it. */
+ * answers it when it is done.  While a look is in flight the request is only marked: a "not yet" answer
+ * is then followed by another look, so nothing hangs on the order of musterd's answers and events. */
 void run_relay_ops_recheck(struct run_relay *r, struct run_relay_conn *c, const char *key, const void *value,
                            size_t vlen)
 {
-    if (c->park == RELAY_PARK_NONE || c->dead || !c->parked || c->rechecking || !run_relay_ops_parked_on(c, key))
+    if (c->park == RELAY_PARK_NONE || c->dead || !run_relay_ops_parked_on(c, key))
         return;
+    if (!c->parked || c->rechecking) {
+        c->dirty = 1;
+        return;
+    }
     if (key && c->park == RELAY_PARK_BARRIER) {
         /* The event carries the count. */
         if (run_relay_ops_count(value, vlen) >= c->world)
