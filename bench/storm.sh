@@ -63,6 +63,8 @@ if [ -z "${STORM_NETNS:-}" ]; then
         echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) CPUs"
         echo "open files (hard): $(ulimit -Hn)"
         echo "torch: $($PY -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+        echo "relay sources: $(cat "$ROOT"/client/launcher/run_relay*.[ch] | sha256sum | cut -c1-16)$(git -C "$ROOT" status --porcelain -- client/launcher |
+            grep -q 'run_relay' && echo ' (with changes not committed)')"
         echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
     } >"$OUT/storm-command.txt"
     STORM_NETNS=1 exec unshare -n "$0" "${ARGS[@]}"
@@ -72,6 +74,7 @@ RUN=$(mktemp -d /tmp/muster-storm.XXXXXX)
 RAW=$OUT/storm.jsonl
 CLK_TCK=$(getconf CLK_TCK)
 PIDS=()
+MSTARTS=0
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$RUN"' EXIT
 
 # Print a message on stderr.
@@ -97,31 +100,47 @@ wait_file() {
     return 1
 }
 
-# Sample the open fds of pid $1 every 0.2 s into $2 (the largest count) until $3 exists (at most $4 s).
+# Sample the open fds of pid $1 every 0.1 s into $2 (the largest count) until $3 exists (at most $4 s).
 fd_sampler() {
     local max=0 n i
-    for ((i = 0; i < $4 * 5; i++)); do
+    for ((i = 0; i < $4 * 10; i++)); do
         [ -e "$3" ] && break
         n=$(ls "/proc/$1/fd" 2>/dev/null | wc -l)
         ((n > max)) && max=$n
         echo "$max" >"$2"
-        sleep 0.2
+        sleep 0.1
     done
 }
 
 ip link set lo up || exit 1
 sysctl -qw net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535 \
-    net.ipv4.ip_local_port_range="1024 65000" || exit 1
+    net.ipv4.ip_local_port_range="1024 65000" \
+    net.ipv4.ip_local_reserved_ports="$TSLPORT,$TORCHPORT,$MPORT" || exit 1
 ulimit -n "$(ulimit -Hn)"
+
+# Some of musterd's counters (pid $1) from a fresh SIGUSR1 dump in its log, as "name=value" words.
+mcounters() {
+    local before n=100
+    before=$(grep -c 'stats end' "$MLOG" 2>/dev/null)
+    kill -USR1 "$1" 2>/dev/null || return 0
+    while [ "$(grep -c 'stats end' "$MLOG" 2>/dev/null)" -le "$before" ] && [ $n -gt 0 ]; do
+        sleep 0.05
+        n=$((n - 1))
+    done
+    tac "$MLOG" | sed -n '/stats end/,/stats begin/p' | awk '/ stat / {sub(/.* stat /, ""); print}' |
+        grep -E '^(connections_accepted|tcpstore_connections_accepted|requests|tcpstore_requests|frames_out|bytes_out|events_pushed|watch_events|limit_watch_output|limit_output|waits_parked)=' |
+        tr '\n' ' '
+}
 
 # Start a fresh musterd (native port and TCPStore listener); sets MPID.
 start_musterd() {
     rm -f "$RUN/m.port"
+    MLOG=$RUN/musterd.$((++MSTARTS)).log
     "$MUSTERD" --listen "127.0.0.1:$MPORT" --tcpstore-listen "127.0.0.1:$TSLPORT" --port-file "$RUN/m.port" \
-        --max-connections 19500 --log-level warn >>"$RUN/musterd.log" 2>&1 &
+        --max-connections 19500 --log-level warn >"$MLOG" 2>&1 &
     MPID=$!
     PIDS+=("$MPID")
-    wait_file "$RUN/m.port" 20 || { log "musterd did not start"; tail -n 5 "$RUN/musterd.log" >&2; return 1; }
+    wait_file "$RUN/m.port" 20 || { log "musterd did not start"; tail -n 5 "$MLOG" >&2; return 1; }
 }
 
 # Start torch's TCPStore server; sets SPID (the python process).
@@ -189,11 +208,13 @@ storm_once() {
     cpu_s1=$(cpu_of $spids)
     # shellcheck disable=SC2086
     cpu_r1=$(cpu_of $rpids)
+    local counters=
+    [ "$mode" != torch ] && counters=$(mcounters "${spids%% *}")
     touch "$RUN/fd.stop"
     wait "$sampler"
     cat "$RUN"/gen.*.json | "$PY" -c '
 import json, sys
-mode, n, nodes, s0, s1, r0, r1, fds, rstart = sys.argv[1:10]
+mode, n, nodes, s0, s1, r0, r1, fds, rstart, counters = sys.argv[1:11]
 g = [json.loads(l) for l in sys.stdin if l.startswith("{")]
 start = min(x["start_at"] for x in g) if g else 0
 done = sum(x["done"] for x in g)
@@ -204,12 +225,15 @@ print(json.dumps({"mode": mode, "ranks": int(n), "nodes": int(nodes), "generator
   "retries": sum(x["retries"] for x in g),
   "launch_to_last_id_ms": round((last - start) / 1e6, 1) if done == int(n) else None,
   "handshake_last_ms": mx("hs_last_ms"), "init_add_last_ms": mx("init_last_ms"),
-  "barrier_last_ms": mx("barrier_last_ms"), "id_p99_ms_worst_gen": mx("id_p99_ms"),
+  "barrier_last_ms": mx("barrier_last_ms"),
+  "past_handshake": sum(x["n_hs"] for x in g), "past_init_add": sum(x["n_init"] for x in g),
+  "past_barrier": sum(x["n_bar"] for x in g), "id_p99_ms_worst_gen": mx("id_p99_ms"),
   "server_cpu_s": round(float(s1) - float(s0), 2), "relays_cpu_s": round(float(r1) - float(r0), 2),
   "generators_cpu_s": round(sum(x["cpu_s"] for x in g), 2), "server_fds_max": int(fds or 0),
   "relay_start_s": float(rstart) if rstart != "-" else None,
-  "why": next((x["why"] for x in g if x["why"]), "")}))
-' "$mode" "$n" $((n / PER_NODE)) "$cpu_s0" "$cpu_s1" "$cpu_r0" "$cpu_r1" "$(cat "$RUN/fd.max" 2>/dev/null)" "${RSTART_S:--}"
+  "why": next((x["why"] for x in g if x["why"]), ""),
+  "musterd": {k: int(v) for k, v in (w.split("=") for w in counters.split())}}))
+' "$mode" "$n" $((n / PER_NODE)) "$cpu_s0" "$cpu_s1" "$cpu_r0" "$cpu_r1" "$(cat "$RUN/fd.max" 2>/dev/null)" "${RSTART_S:--}" "$counters"
 }
 
 # One run of mode $1 at $2 ranks, appended to RAW (a skip line when it cannot fit).

@@ -58,6 +58,7 @@ struct tss {
     uint8_t id[TSS_ID];
     uint64_t done, failed, retries, pending_retry, next_open;
     uint64_t t_hs_last, t_init_last, t_bar_last, t_id_first, t_id_last;
+    uint64_t n_hs, n_init, n_bar; /* ranks past the handshake, the init/ ADD, the barrier */
     uint64_t *id_ns; /* per rank: the id in hand, ns after the launch */
     char kbar[128], klast[160], kid[128];
     char why[160];
@@ -254,13 +255,15 @@ static void tss_step(struct tss *T, struct tss_conn *c, uint64_t now)
         }
         c->handshook = 1;
         T->t_hs_last = now > T->t_hs_last ? now : T->t_hs_last;
+        T->n_hs++;
         tss_req(T, c, C_ADD, "init/", NULL, 0, 1);
         c->state = S_INIT;
         break;
     case S_INIT:
         T->t_init_last = now > T->t_init_last ? now : T->t_init_last;
+        T->n_init++;
         if (!T->era_new)
-            T->t_hs_last = T->t_init_last;
+            T->t_hs_last = T->t_init_last, T->n_hs++;
         tss_req(T, c, C_ADD, T->kbar, NULL, 0, 1);
         c->state = S_ADD1;
         break;
@@ -276,6 +279,7 @@ static void tss_step(struct tss *T, struct tss_conn *c, uint64_t now)
         break;
     case S_BARWAIT:
         T->t_bar_last = now > T->t_bar_last ? now : T->t_bar_last;
+        T->n_bar++;
         if (rank == 0) {
             tss_req(T, c, C_SET, T->kid, T->id, TSS_ID, 0);
             if (tss_flush(T, c) < 0)
@@ -503,10 +507,10 @@ int main(int argc, char **argv)
     printf("{\"first\":%" PRIu64 ",\"count\":%" PRIu64 ",\"world\":%" PRIu64 ",\"done\":%" PRIu64
            ",\"failed\":%" PRIu64 ",\"unfinished\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"start_at\":%" PRIu64
            ",\"t_id_last\":%" PRIu64 ",\"hs_last_ms\":%.1f,\"init_last_ms\":%.1f,\"barrier_last_ms\":%.1f"
-           ",\"id_first_ms\":%.1f,\"id_p50_ms\":%.1f,\"id_p99_ms\":%.1f,\"id_last_ms\":%.1f,\"cpu_s\":%.3f,\"why\":\"%s\"}\n",
+           ",\"id_first_ms\":%.1f,\"id_p50_ms\":%.1f,\"id_p99_ms\":%.1f,\"id_last_ms\":%.1f,\"n_hs\":%" PRIu64 ",\"n_init\":%" PRIu64 ",\"n_bar\":%" PRIu64 ",\"cpu_s\":%.3f,\"why\":\"%s\"}\n",
            T.first, T.count, T.world, T.done, T.failed, unfinished, T.retries, T.start_at, T.t_id_last,
            tss_ms(&T, T.t_hs_last), tss_ms(&T, T.t_init_last), tss_ms(&T, T.t_bar_last), tss_ms(&T, T.t_id_first),
-           tss_quantile(&T, 0.5), tss_quantile(&T, 0.99), tss_ms(&T, T.t_id_last), cpu,
+           tss_quantile(&T, 0.5), tss_quantile(&T, 0.99), tss_ms(&T, T.t_id_last), T.n_hs, T.n_init, T.n_bar, cpu,
            T.why[0] ? T.why : (unfinished ? "timeout" : ""));
     return T.done == T.count ? 0 : 1;
 }
