@@ -53,9 +53,11 @@ if [ -z "${STORM_NETNS:-}" ]; then
     [ "$(id -u)" = 0 ] || { echo "storm.sh: needs root for unshare -n" >&2; exit 2; }
     ninja -C "$BUILD" store-server/musterd bench/muster-tsstorm bench/muster-relayhost >&2 || exit 1
     mkdir -p "$OUT"
+    STORM_INVOCATION=$(date -u +%Y-%m-%dT%H:%M:%SZ)
     {
+        echo "---"
         echo "command: bench/storm.sh ${ARGS[*]}"
-        echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "date (the \"invocation\" of its records): $STORM_INVOCATION"
         echo "git: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
         echo "build: $BUILD ($(meson introspect --buildoptions "$BUILD" 2>/dev/null |
             $PY -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="buildtype"][0])' 2>/dev/null))"
@@ -66,8 +68,8 @@ if [ -z "${STORM_NETNS:-}" ]; then
         echo "relay sources: $(cat "$ROOT"/client/launcher/run_relay*.[ch] | sha256sum | cut -c1-16)$(git -C "$ROOT" status --porcelain -- client/launcher |
             grep -q 'run_relay' && echo ' (with changes not committed)')"
         echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-    } >"$OUT/storm-command.txt"
-    STORM_NETNS=1 exec unshare -n "$0" "${ARGS[@]}"
+    } >>"$OUT/storm-command.txt"
+    STORM_INVOCATION=$STORM_INVOCATION STORM_NETNS=1 exec unshare -n "$0" "${ARGS[@]}"
 fi
 
 RUN=$(mktemp -d /tmp/muster-storm.XXXXXX)
@@ -120,7 +122,7 @@ ulimit -n "$(ulimit -Hn)"
 
 # Some of musterd's counters (pid $1) from a fresh SIGUSR1 dump in its log, as "name=value" words.
 mcounters() {
-    local before n=100
+    local before n=600
     before=$(grep -c 'stats end' "$MLOG" 2>/dev/null)
     kill -USR1 "$1" 2>/dev/null || return 0
     while [ "$(grep -c 'stats end' "$MLOG" 2>/dev/null)" -le "$before" ] && [ $n -gt 0 ]; do
@@ -213,14 +215,14 @@ storm_once() {
     touch "$RUN/fd.stop"
     wait "$sampler"
     cat "$RUN"/gen.*.json | "$PY" -c '
-import json, sys
+import json, os, sys
 mode, n, nodes, s0, s1, r0, r1, fds, rstart, counters = sys.argv[1:11]
 g = [json.loads(l) for l in sys.stdin if l.startswith("{")]
 start = min(x["start_at"] for x in g) if g else 0
 done = sum(x["done"] for x in g)
 last = max(x["t_id_last"] for x in g) if g else 0
 mx = lambda k: max((x[k] for x in g), default=-1)
-print(json.dumps({"mode": mode, "ranks": int(n), "nodes": int(nodes), "generators": len(g),
+print(json.dumps({"invocation": os.environ.get("STORM_INVOCATION", ""), "mode": mode, "ranks": int(n), "nodes": int(nodes), "generators": len(g),
   "done": done, "failed": sum(x["failed"] for x in g), "unfinished": sum(x["unfinished"] for x in g),
   "retries": sum(x["retries"] for x in g),
   "launch_to_last_id_ms": round((last - start) / 1e6, 1) if done == int(n) else None,
@@ -240,8 +242,8 @@ print(json.dumps({"mode": mode, "ranks": int(n), "nodes": int(nodes), "generator
 run_one() {
     local mode=$1 n=$2 rec
     if [ "$mode" != relay ] && [ "$n" -gt "$MAX_DIRECT" ]; then
-        printf '{"mode":"%s","ranks":%d,"skipped":"one fd per rank in the server: %d ranks cannot fit under the %d open files a process may hold"}\n' \
-            "$mode" "$n" "$n" "$(ulimit -Hn)" | tee -a "$RAW"
+        printf '{"invocation":"%s","mode":"%s","ranks":%d,"skipped":"one fd per rank in the server: %d ranks cannot fit under the %d open files a process may hold"}\n' \
+            "${STORM_INVOCATION:-}" "$mode" "$n" "$n" "$(ulimit -Hn)" | tee -a "$RAW"
         return
     fi
     RSTART_S=
