@@ -5,7 +5,8 @@
 # into a separate directory), and straight at musterd's TCPStore listener, for 1, 8 and 64 clients,
 # every client on one key (what the relay combines) and each on a key of its own.  musterd runs on
 # CPU 0 and the clients on CPU 1 throughout; the launcher hosting the relay runs once on CPU 0 (with
-# musterd: "store") and once on CPU 1 (with the clients: "workers").  Writes bench/results/relay.md
+# musterd: "store"), once on CPU 1 (with the clients: "workers") and, with 3 CPUs or more, once on
+# CPU 2 (a CPU of its own: "own").  Writes bench/results/relay.md
 # (medians over REPS) and the raw records to bench/results/relay.jsonl.
 #
 #   bench/relay.sh [NEW_BUILD] [OLD_COMMIT] [REPS]   (default: build-relay, the relay's last
@@ -22,7 +23,8 @@ OLD_COMMIT=${2:-$(git -C "$ROOT" log -1 --format=%h --grep="relay on libmuster's
 REPS=${3:-3}
 SECS=${RELAY_SECONDS:-3}
 WORKERS=${RELAY_WORKERS:-"1 8 64"}
-OLD_COMMIT=$(git -C "$ROOT" rev-parse --short "$OLD_COMMIT") || exit 2
+# Without a repository (a copy of the tree elsewhere), RELAY_OLD_DIR must hold the old CLI already.
+OLD_COMMIT=$(git -C "$ROOT" rev-parse --short "$OLD_COMMIT" 2>/dev/null || echo "$OLD_COMMIT")
 OLDDIR=${RELAY_OLD_DIR:-/tmp/muster-relay-old-$OLD_COMMIT}
 MUSTERD=$NEW/store-server/musterd
 CLI_NEW=$NEW/client/cli/muster
@@ -82,6 +84,7 @@ measure() {
         local cli=$CLI_NEW cpu=0
         [ "${target%/*}" = old ] && cli=$CLI_OLD
         [ "${target#*/}" = workers ] && cpu=1
+        [ "${target#*/}" = own ] && cpu=2
         line=$(taskset -c "$cpu" timeout 60 "$cli" run --url "tcp://127.0.0.1:$PORT/rb-${target%/*}-$cpu-$w-$key-$rep" \
             --nproc-per-node 1 --max-restarts 0 "$RB" "${args[@]}" 2>>"$WORK/launcher.log" | grep '^{') ;;
     esac
@@ -90,19 +93,21 @@ measure() {
     log "$line"
 }
 
+TARGETS="direct new/store old/store new/workers old/workers"
+[ "$(nproc)" -ge 3 ] && TARGETS="$TARGETS new/own old/own"
 mkdir -p "$OUT"
 : >"$RAW"
 HEADER="command: RELAY_SECONDS=$SECS RELAY_WORKERS=\"$WORKERS\" bench/relay.sh $*
 date: $(date -u +%Y-%m-%dT%H:%M:%SZ)
 git: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown); old relay: $OLD_COMMIT
 binaries: $NEW (buildtype $(meson introspect --buildoptions "$NEW" 2>/dev/null | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="buildtype"][0])' 2>/dev/null || echo ?)), old: $OLDDIR/build
-cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) CPUs; musterd on CPU 0, clients on CPU 1, the launcher on either
+cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) CPUs; musterd on CPU 0, clients on CPU 1, the launcher on CPU 0, 1 or 2
 load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Interleaved: each repetition runs every target once per setting, so a slow moment hits all alike.
 for rep in $(seq "$REPS"); do
     for w in $WORKERS; do
         for key in same own; do
-            for target in direct new/store old/store new/workers old/workers; do
+            for target in $TARGETS; do
                 measure "$target" "$w" "$key" "$rep"
             done
         done
@@ -124,9 +129,12 @@ L = ["# The relay of `muster run`: pipelined and combining, against the relay be
      "clients in its worker); *old*: the same through the relay before the asynchronous rebuild.  key *same*: every "
      "client adds to one key (what the relay combines); *own*: each to its own (pipelining alone).  musterd is on "
      "CPU 0 in every row; the launcher, and so the relay's thread, is on CPU 0 beside musterd (*store*) or on "
-     "CPU 1 beside the clients (*workers*).  This machine has 2 CPUs, shared with other work while it ran."]
+     "CPU 1 beside the clients (*workers*), or, with 3 CPUs or more, on CPU 2 alone (*own*)."]
 for place, what in (("store", "the relay on musterd's CPU (CPU 0), clients on CPU 1"),
-                     ("workers", "the relay on the clients' CPU (CPU 1), musterd on CPU 0")):
+                     ("workers", "the relay on the clients' CPU (CPU 1), musterd on CPU 0"),
+                     ("own", "the relay on a CPU of its own (CPU 2), musterd on CPU 0, clients on CPU 1")):
+    if not any(r["label"] == "new/" + place for r in recs):
+        continue
     L += ["", f"## {what}", "",
           "| clients | key | direct req/s | new req/s | old req/s | new/direct | new/old | direct p50 µs | new p50 µs | old p50 µs | new/direct p50 | direct p99 µs | new p99 µs | old p99 µs |",
           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
