@@ -6,7 +6,8 @@
  * one order, the final count is the sum, and the relay reports fewer
  * upstream calls than requests; pipelined requests on one connection are
  * answered in order; every waiter on one key is released by one SET and
- * reads its value; a worker that sends garbage is closed and counted while
+ * reads its value; every arrival at one BARRIER is released once the last
+ * comes; a worker that sends garbage is closed and counted while
  * the others go on.
  */
 #include <stdint.h>
@@ -211,6 +212,41 @@ static void t_waiters(uint16_t port)
     tsw_free(&b);
 }
 
+/* NCONN connections arrive at one BARRIER of world NCONN at once (their adds combined): none is released
+ * before the last arrives, every one is released then, and the count reads NCONN. */
+static void t_barrier(uint16_t port)
+{
+    int fd[NCONN];
+    struct tsw_buf b = {0};
+    for (int i = 0; i < NCONN; i++) {
+        fd[i] = tsw_open(port);
+        CHECK(fd[i] >= 0);
+        if (i == NCONN - 1)
+            CHECK(fd[0] < 0 || tsw_quiet(fd[0], 300)); /* NCONN - 1 arrived: nobody released */
+        tsw_u8(&b, TSW_BARRIER);
+        tsw_str(&b, "bar");
+        tsw_u64(&b, NCONN);
+        if (fd[i] >= 0)
+            CHECK_EQ(tsw_send(fd[i], &b), 0);
+        b.n = 0;
+    }
+    int released = 0;
+    for (int i = 0; i < NCONN; i++)
+        released += fd[i] >= 0 && tsw_byte(fd[i], 10000) == 0; /* STOP_WAITING */
+    CHECK_EQ(released, NCONN);
+    if (fd[0] >= 0) {
+        CHECK_EQ(tsw_req(fd[0], TSW_GET, "bar", NULL), 0);
+        char *v = tsw_blob(fd[0], 5000, NULL), want[16];
+        snprintf(want, sizeof want, "%d", NCONN);
+        CHECK(v && strcmp(v, want) == 0);
+        free(v);
+    }
+    for (int i = 0; i < NCONN; i++)
+        if (fd[i] >= 0)
+            close(fd[i]);
+    tsw_free(&b);
+}
+
 /* A worker sends an unknown type byte in the middle of others' traffic: it is closed, the others'
  * ADDs and a waiter are answered. */
 static void t_garbage(uint16_t port)
@@ -259,6 +295,7 @@ static void t_relay(void *arg)
         t_combine((uint16_t)port);
         t_pipeline((uint16_t)port);
         t_waiters((uint16_t)port);
+        t_barrier((uint16_t)port);
         t_garbage((uint16_t)port);
     }
     snprintf(buf, sizeof buf, "%s/go", hr_out_dir);
