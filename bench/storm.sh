@@ -167,6 +167,8 @@ start_relays() {
     procs=$(((nodes + RELAYS_PER_PROC - 1) / RELAYS_PER_PROC))
     RPIDS=()
     rm -f "$RUN"/ports.* "$RUN"/ready.* "$RUN"/relay.*.json
+    cat "$RUN/relay.log" >>"$RUN/relay-all.log" 2>/dev/null
+    : >"$RUN/relay.log"
     t0=$(date +%s%N)
     for ((i = 0; i < procs; i++)); do
         first=$((i * RELAYS_PER_PROC))
@@ -254,13 +256,17 @@ run_one() {
         rec=$(storm_once relay "$n" "--targets $RUN/targets" new "$MPID" "${RPIDS[*]}")
         stop_all "${RPIDS[@]}"
         rec=$(cat "$RUN"/relay.*.json | "$PY" -c '
-import json, sys
+import collections, json, re, sys
 rec = json.loads(sys.argv[1])
 rs = [json.loads(l) for l in sys.stdin if l.startswith("{")]
 for k in ("accepted", "requests", "parked", "upstream_errors", "limit_conns", "request_timeout"):
     rec["relay_" + k] = sum(r[k] for r in rs)
 rec["relay_hosts"] = len(rs)
-print(json.dumps(rec))' "$rec")
+# What the relays said on stderr, numbers taken out, with how many said it (the 5 commonest).
+with open(sys.argv[2], errors="replace") as f:
+    said = collections.Counter(re.sub(r"[0-9]+", "N", l.strip()) for l in f)
+rec["relay_messages"] = dict(said.most_common(5))
+print(json.dumps(rec))' "$rec" "$RUN/relay.log")
         stop_all "$MPID" ;;
     direct)
         start_musterd || return
@@ -283,5 +289,6 @@ for n in ${SIZES//,/ }; do
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/storm-command.txt"
 [ -s "$RUN/gen.log" ] && { log "generator messages:"; sort "$RUN/gen.log" | uniq -c | sort -rn | head -n 5 >&2; }
-[ -s "$RUN/relay.log" ] && { log "relay messages:"; sed 's/[0-9]\+/N/g' "$RUN/relay.log" | sort | uniq -c | sort -rn | head -n 5 >&2; }
+cat "$RUN/relay.log" >>"$RUN/relay-all.log" 2>/dev/null
+[ -s "$RUN/relay-all.log" ] && { log "relay messages:"; sed 's/[0-9]\+/N/g' "$RUN/relay-all.log" | sort | uniq -c | sort -rn | head -n 5 >&2; }
 exit 0
