@@ -160,6 +160,19 @@ int h_read_line(int fd, char *buf, size_t n, int ms)
     return got > 0 && buf[got - 1] == '\n' ? (int)got : -1;
 }
 
+/* SIGKILL and reap the child *pid (when > 0) and close *fd (when >= 0), its report pipe; both are then -1. */
+void h_kill_child(pid_t *pid, int *fd)
+{
+    if (*pid > 0) {
+        kill(*pid, SIGKILL);
+        waitpid(*pid, NULL, 0);
+    }
+    if (*fd >= 0)
+        close(*fd);
+    *pid = -1;
+    *fd = -1;
+}
+
 /* Exit with the skip status after saying why. */
 void h_skip(const char *why)
 {

@@ -57,6 +57,8 @@ void h_nap(int ms);
 /* Read one line (up to n - 1 bytes, newline kept) from fd within ms; its length, or -1 when no whole
  * line came (end of file, or the time ran out).  buf is always NUL-terminated. */
 int h_read_line(int fd, char *buf, size_t n, int ms);
+/* SIGKILL and reap the child *pid (when > 0) and close *fd (when >= 0), its report pipe; both are then -1. */
+void h_kill_child(pid_t *pid, int *fd);
 /* Exit with the skip status after saying why. */
 void h_skip(const char *why);
 

@@ -97,14 +97,7 @@ static int member_line(struct member *mb, char *buf, size_t n, int ms)
 /* Kill (if still running) and reap the member. */
 static void member_end(struct member *mb)
 {
-    if (mb->pid > 0) {
-        kill(mb->pid, SIGKILL);
-        waitpid(mb->pid, NULL, 0);
-    }
-    if (mb->rfd >= 0)
-        close(mb->rfd);
-    mb->pid = -1;
-    mb->rfd = -1;
+    h_kill_child(&mb->pid, &mb->rfd);
 }
 
 /* Wait for a MEMBER_LOST about gen, heartbeating meanwhile; returns ms waited or -1. */

@@ -168,14 +168,7 @@ static int t_read(struct member *mb, int ms)
 /* Kill a member with SIGKILL and reap it. */
 static void t_kill(struct member *mb)
 {
-    if (mb->pid > 0) {
-        kill(mb->pid, SIGKILL);
-        waitpid(mb->pid, NULL, 0);
-    }
-    if (mb->rfd >= 0)
-        close(mb->rfd);
-    mb->pid = -1;
-    mb->rfd = -1;
+    h_kill_child(&mb->pid, &mb->rfd);
     mb->alive = 0;
 }
 
