@@ -1,6 +1,6 @@
 /*
  * The asynchronous calls of the public API (include/muster/async.h): each
- * builds its Request as kv.c does, submits it as a call in flight
+ * has its Request built by kvreq.c as kv.c does, submits it as a call in flight
  * (flight.c) with a completion that turns the answer into a muster_reply
  * for the caller's callback; the loop integration (fd, events, timeout,
  * handle, the loop's hooks); and muster_close, which cancels the calls
@@ -21,24 +21,6 @@ struct async_call {
     size_t n;          /* multi_get: the number of keys asked */
     int fetch;         /* barrier: a fetch key was given */
 };
-
-/* A binary field borrowing len bytes at p. */
-static ProtobufCBinaryData async_bytes(const void *p, size_t len)
-{
-    ProtobufCBinaryData b = {len, (uint8_t *)(uintptr_t)p};
-    return b;
-}
-
-/* Whether a key list of n entries is usable (non-empty, no NULL keys). */
-static int async_keys_ok(const char *const *keys, size_t n)
-{
-    if (!keys || n == 0)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!keys[i])
-            return 0;
-    return 1;
-}
 
 /* Fill a multi_get reply's arrays (caller frees *vals and *lens); a muster_err. */
 static int async_multi(const Muster__MultiGetRes *res, size_t want, muster_reply *r, const void ***vals,
@@ -139,17 +121,21 @@ static void async_done(muster_t *m, struct flight_result *fr, void *arg)
     free(c);
 }
 
-/* Submit req with cb(arg) as its callback; n and fetch are what the reply needs to know. */
-static int async_submit(muster_t *m, Muster__Request *req, uint32_t timeout_ms, muster_callback cb, void *arg,
-                        size_t n, int fetch)
+/* Submit k (filled when fill, a kvreq_* function's result, is MUSTER_OK) with
+ * cb(arg) as its callback and free it; n and fetch are what the reply needs to know. */
+static int async_submit(muster_t *m, int fill, struct kvreq *k, muster_callback cb, void *arg, size_t n, int fetch)
 {
+    if (fill != MUSTER_OK)
+        return fill;
     struct async_call *c = malloc(sizeof *c);
-    if (!c)
-        return MUSTER_ENOMEM;
-    *c = (struct async_call){cb, arg, n, fetch};
-    int rc = flight_submit(m, req, timeout_ms, async_done, c);
-    if (rc != MUSTER_OK)
-        free(c);
+    int rc = MUSTER_ENOMEM;
+    if (c) {
+        *c = (struct async_call){cb, arg, n, fetch};
+        rc = flight_submit(m, &k->req, k->timeout_ms, async_done, c);
+        if (rc != MUSTER_OK)
+            free(c);
+    }
+    kvreq_free(k);
     return rc;
 }
 
@@ -157,229 +143,110 @@ static int async_submit(muster_t *m, Muster__Request *req, uint32_t timeout_ms, 
 int muster_async_set(muster_t *m, const char *key, const void *value, size_t len, uint32_t timeout_ms,
                      muster_callback cb, void *arg)
 {
-    if (!m || !key || (!value && len))
-        return MUSTER_EINVAL;
-    Muster__SetReq op = MUSTER__SET_REQ__INIT;
-    op.key = (char *)key;
-    op.value = async_bytes(value, len);
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_SET;
-    req.set = &op;
-    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+    struct kvreq k;
+    return async_submit(m, kvreq_set(&k, m, key, value, len, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit a get, parked at the server until key exists when wait != 0. */
 int muster_async_get(muster_t *m, const char *key, int wait, uint32_t timeout_ms, muster_callback cb, void *arg)
 {
-    if (!m || !key)
-        return MUSTER_EINVAL;
-    uint32_t t = call_timeout(m, timeout_ms);
-    Muster__GetReq op = MUSTER__GET_REQ__INIT;
-    op.key = (char *)key;
-    op.wait = wait != 0;
-    op.timeout_ms = wait ? t : 0;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_GET;
-    req.get = &op;
-    return async_submit(m, &req, t, cb, arg, 0, 0);
+    struct kvreq k;
+    return async_submit(m, kvreq_get(&k, m, key, wait, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit an add. */
 int muster_async_add(muster_t *m, const char *key, int64_t delta, uint32_t timeout_ms, muster_callback cb,
                      void *arg)
 {
-    if (!m || !key)
-        return MUSTER_EINVAL;
-    Muster__AddReq op = MUSTER__ADD_REQ__INIT;
-    op.key = (char *)key;
-    op.delta = delta;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_ADD;
-    req.add = &op;
-    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+    struct kvreq k;
+    return async_submit(m, kvreq_add(&k, m, key, delta, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit a compare_set. */
 int muster_async_compare_set(muster_t *m, const char *key, const void *expected, size_t elen, const void *desired,
                              size_t dlen, uint32_t timeout_ms, muster_callback cb, void *arg)
 {
-    if (!m || !key || (!expected && elen) || (!desired && dlen))
-        return MUSTER_EINVAL;
-    Muster__CompareSetReq op = MUSTER__COMPARE_SET_REQ__INIT;
-    op.key = (char *)key;
-    op.expected = async_bytes(expected, elen);
-    op.desired = async_bytes(desired, dlen);
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_COMPARE_SET;
-    req.compare_set = &op;
-    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+    struct kvreq k;
+    return async_submit(m, kvreq_compare_set(&k, m, key, expected, elen, desired, dlen, timeout_ms), &k, cb, arg,
+                        0, 0);
 }
 
 /* Submit a delete. */
 int muster_async_delete(muster_t *m, const char *key, uint32_t timeout_ms, muster_callback cb, void *arg)
 {
-    if (!m || !key)
-        return MUSTER_EINVAL;
-    Muster__DeleteReq op = MUSTER__DELETE_REQ__INIT;
-    op.key = (char *)key;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_DELETE;
-    req.delete_ = &op;
-    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
-}
-
-/* Submit a check (wait == 0) or a wait (wait != 0) for n keys. */
-static int async_keys(muster_t *m, const char *const *keys, size_t n, int wait, uint32_t timeout_ms,
-                      muster_callback cb, void *arg)
-{
-    if (!m || !async_keys_ok(keys, n))
-        return MUSTER_EINVAL;
-    uint32_t t = call_timeout(m, timeout_ms);
-    Muster__CheckReq check = MUSTER__CHECK_REQ__INIT;
-    Muster__WaitReq w = MUSTER__WAIT_REQ__INIT;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    if (wait) {
-        w.n_keys = n;
-        w.keys = (char **)keys;
-        w.timeout_ms = t;
-        req.op_case = MUSTER__REQUEST__OP_WAIT;
-        req.wait = &w;
-    } else {
-        check.n_keys = n;
-        check.keys = (char **)keys;
-        req.op_case = MUSTER__REQUEST__OP_CHECK;
-        req.check = &check;
-    }
-    return async_submit(m, &req, t, cb, arg, 0, 0);
+    struct kvreq k;
+    return async_submit(m, kvreq_delete(&k, m, key, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit a check of n keys. */
 int muster_async_check(muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms, muster_callback cb,
                        void *arg)
 {
-    return async_keys(m, keys, n, 0, timeout_ms, cb, arg);
+    struct kvreq k;
+    return async_submit(m, kvreq_check(&k, m, keys, n, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit a wait for n keys. */
 int muster_async_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms, muster_callback cb,
                       void *arg)
 {
-    return async_keys(m, keys, n, 1, timeout_ms, cb, arg);
+    struct kvreq k;
+    return async_submit(m, kvreq_wait(&k, m, keys, n, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit a num_keys. */
 int muster_async_num_keys(muster_t *m, uint32_t timeout_ms, muster_callback cb, void *arg)
 {
-    if (!m)
-        return MUSTER_EINVAL;
-    Muster__NumKeysReq op = MUSTER__NUM_KEYS_REQ__INIT;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_NUM_KEYS;
-    req.num_keys = &op;
-    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+    struct kvreq k;
+    return async_submit(m, kvreq_num_keys(&k, m, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit a multi_get of n keys. */
 int muster_async_multi_get(muster_t *m, const char *const *keys, size_t n, int wait, uint32_t timeout_ms,
                            muster_callback cb, void *arg)
 {
-    if (!m || !async_keys_ok(keys, n))
-        return MUSTER_EINVAL;
-    uint32_t t = call_timeout(m, timeout_ms);
-    Muster__MultiGetReq op = MUSTER__MULTI_GET_REQ__INIT;
-    op.n_keys = n;
-    op.keys = (char **)keys;
-    op.wait = wait != 0;
-    op.timeout_ms = wait ? t : 0;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_MULTI_GET;
-    req.multi_get = &op;
-    return async_submit(m, &req, t, cb, arg, n, 0);
+    struct kvreq k;
+    return async_submit(m, kvreq_multi_get(&k, m, keys, n, wait, timeout_ms), &k, cb, arg, n, 0);
 }
 
 /* Submit a multi_set of n keys. */
 int muster_async_multi_set(muster_t *m, const char *const *keys, const void *const *values, const size_t *lens,
                            size_t n, uint32_t timeout_ms, muster_callback cb, void *arg)
 {
-    if (!m || !async_keys_ok(keys, n) || !values || !lens)
-        return MUSTER_EINVAL;
-    ProtobufCBinaryData *vals = calloc(n, sizeof *vals);
-    if (!vals)
-        return MUSTER_ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        vals[i] = async_bytes(values[i], lens[i]);
-    Muster__MultiSetReq op = MUSTER__MULTI_SET_REQ__INIT;
-    op.n_keys = n;
-    op.keys = (char **)keys;
-    op.n_values = n;
-    op.values = vals;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_MULTI_SET;
-    req.multi_set = &op;
-    int rc = async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
-    free(vals);
-    return rc;
+    struct kvreq k;
+    return async_submit(m, kvreq_multi_set(&k, m, keys, values, lens, n, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit an append. */
 int muster_async_append(muster_t *m, const char *key, const void *value, size_t len, uint32_t timeout_ms,
                         muster_callback cb, void *arg)
 {
-    if (!m || !key || (!value && len))
-        return MUSTER_EINVAL;
-    Muster__AppendReq op = MUSTER__APPEND_REQ__INIT;
-    op.key = (char *)key;
-    op.value = async_bytes(value, len);
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_APPEND;
-    req.append = &op;
-    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+    struct kvreq k;
+    return async_submit(m, kvreq_append(&k, m, key, value, len, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit a list of one page. */
 int muster_async_list(muster_t *m, const char *prefix, const char *after, uint32_t limit, uint32_t timeout_ms,
                       muster_callback cb, void *arg)
 {
-    if (!m)
-        return MUSTER_EINVAL;
-    Muster__ListReq op = MUSTER__LIST_REQ__INIT;
-    op.prefix = (char *)(prefix ? prefix : "");
-    op.after = (char *)(after ? after : "");
-    op.limit = limit;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_LIST;
-    req.list = &op;
-    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+    struct kvreq k;
+    return async_submit(m, kvreq_list(&k, m, prefix, after, limit, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit a ping. */
 int muster_async_ping(muster_t *m, uint32_t timeout_ms, muster_callback cb, void *arg)
 {
-    if (!m)
-        return MUSTER_EINVAL;
-    Muster__PingReq op = MUSTER__PING_REQ__INIT;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_PING;
-    req.ping = &op;
-    return async_submit(m, &req, call_timeout(m, timeout_ms), cb, arg, 0, 0);
+    struct kvreq k;
+    return async_submit(m, kvreq_ping(&k, m, NULL, 0, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit a barrier arrival, optionally fetching a key at release. */
 int muster_async_barrier(muster_t *m, const char *name, uint32_t count, const char *fetch_key, uint32_t timeout_ms,
                          muster_callback cb, void *arg)
 {
-    if (!m || !name || count == 0)
-        return MUSTER_EINVAL;
-    uint32_t t = call_timeout(m, timeout_ms);
-    Muster__BarrierReq op = MUSTER__BARRIER_REQ__INIT;
-    op.name = (char *)name;
-    op.count = count;
-    op.timeout_ms = t;
-    op.fetch = (char *)(fetch_key ? fetch_key : "");
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_BARRIER;
-    req.barrier = &op;
-    return async_submit(m, &req, t, cb, arg, 0, fetch_key != NULL);
+    struct kvreq k;
+    return async_submit(m, kvreq_barrier(&k, m, name, count, fetch_key, timeout_ms), &k, cb, arg, 0,
+                        fetch_key != NULL);
 }
 
 /* Attach a loop's hooks to m (NULL detaches the current ones). */

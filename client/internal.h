@@ -6,7 +6,7 @@
  * that arrived for requests nobody is waiting on yet (pipelining and
  * out-of-order blocking ops), and a FIFO of pushed events.
  *
- * Calling pattern for an op (kv.c, rdzv.c, watch.c):
+ * Calling pattern for an op (rdzv.c, watch.c; kv.c fills req with kvreq.c):
  *     Muster__Request req = MUSTER__REQUEST__INIT;  ...fill the op...
  *     Muster__Response *resp;
  *     int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
@@ -34,7 +34,8 @@
  *     conn.c                   connect, hello, close; the handle's accessors
  *     failover.c               reconnect, re-send, restore watches
  *     call.c                   call_run: wire or failover
- *     kv.c rdzv.c pipeline.c watch.c   the public calls
+ *     kvreq.c                  the key-value ops' Requests (kv.c, async.c)
+ *     kv.c rdzv.c pipeline.c watch.c async.c   the public calls
  * The sections below follow that order.
  */
 #ifndef MUSTER_CLIENT_INTERNAL_H
@@ -346,5 +347,60 @@ uint32_t call_timeout(const muster_t *m, uint32_t timeout_ms);
 int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_t timeout_ms);
 /* Send req and wait for its response, which says nothing more than its status; the status. */
 int call_run_status(muster_t *m, Muster__Request *req, uint32_t timeout_ms);
+
+/* --------------------------------------------------------------- kvreq.c */
+
+/* One key-value op's Request, filled by a kvreq_* function from the op's
+ * arguments for kv.c (call_run) and async.c (flight_submit).  req points
+ * into op, so a filled kvreq is used where it was filled and not copied;
+ * it borrows the caller's keys and values until kvreq_free. */
+struct kvreq {
+    Muster__Request req;
+    union {
+        Muster__SetReq set;
+        Muster__GetReq get;
+        Muster__AddReq add;
+        Muster__CompareSetReq compare_set;
+        Muster__DeleteReq delete_;
+        Muster__CheckReq check;
+        Muster__WaitReq wait;
+        Muster__NumKeysReq num_keys;
+        Muster__MultiGetReq multi_get;
+        Muster__MultiSetReq multi_set;
+        Muster__AppendReq append;
+        Muster__ListReq list;
+        Muster__PingReq ping;
+        Muster__BarrierReq barrier;
+    } op;
+    ProtobufCBinaryData *vals;     /* multi_set's value array, owned (kvreq_free) */
+    uint32_t timeout_ms;           /* the call's effective timeout (call_timeout) */
+};
+
+/* Each fills *k for its op and returns MUSTER_OK, or MUSTER_EINVAL for
+ * arguments the op refuses (NULL m or key, NULL bytes with a length, an
+ * empty or NULL-holding key list, a barrier count of 0), leaving *k
+ * unfilled; kvreq_multi_set may also fail with MUSTER_ENOMEM.  Blocking
+ * ops send the effective timeout to the server. */
+int kvreq_set(struct kvreq *k, muster_t *m, const char *key, const void *value, size_t len, uint32_t timeout_ms);
+int kvreq_get(struct kvreq *k, muster_t *m, const char *key, int wait, uint32_t timeout_ms);
+int kvreq_add(struct kvreq *k, muster_t *m, const char *key, int64_t delta, uint32_t timeout_ms);
+int kvreq_compare_set(struct kvreq *k, muster_t *m, const char *key, const void *expected, size_t elen,
+                      const void *desired, size_t dlen, uint32_t timeout_ms);
+int kvreq_delete(struct kvreq *k, muster_t *m, const char *key, uint32_t timeout_ms);
+int kvreq_check(struct kvreq *k, muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms);
+int kvreq_wait(struct kvreq *k, muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms);
+int kvreq_num_keys(struct kvreq *k, muster_t *m, uint32_t timeout_ms);
+int kvreq_multi_get(struct kvreq *k, muster_t *m, const char *const *keys, size_t n, int wait, uint32_t timeout_ms);
+int kvreq_multi_set(struct kvreq *k, muster_t *m, const char *const *keys, const void *const *values,
+                    const size_t *lens, size_t n, uint32_t timeout_ms);
+int kvreq_append(struct kvreq *k, muster_t *m, const char *key, const void *value, size_t len,
+                 uint32_t timeout_ms);
+int kvreq_list(struct kvreq *k, muster_t *m, const char *prefix, const char *after, uint32_t limit,
+               uint32_t timeout_ms);
+int kvreq_ping(struct kvreq *k, muster_t *m, const void *payload, size_t len, uint32_t timeout_ms);
+int kvreq_barrier(struct kvreq *k, muster_t *m, const char *name, uint32_t count, const char *key,
+                  uint32_t timeout_ms);
+/* Free what a filled k owns; safe to call once after any successful fill. */
+void kvreq_free(struct kvreq *k);
 
 #endif

@@ -1,9 +1,7 @@
 /*
- * Key-value ops of the public API: each builds one Request, runs it through
- * call_run, and copies the answer into caller-owned memory.  Blocking ops
- * (get with wait, wait, multi_get with wait, barrier) always send an
- * explicit timeout, so the server's default never applies behind the
- * caller's back.
+ * Key-value ops of the public API: each has its Request built by kvreq.c
+ * (which async.c shares), runs it through call_run, and copies the answer
+ * into caller-owned memory.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,37 +20,24 @@ static void *kv_dup(const void *p, size_t len)
     return d;
 }
 
-/* A binary field borrowing len bytes at p. */
-static ProtobufCBinaryData kv_bytes(const void *p, size_t len)
+/* Run k (filled when fill, a kvreq_* function's result, is MUSTER_OK) through
+ * call_run and free it; *resp is NULL unless the server answered. */
+static int kv_run(muster_t *m, int fill, struct kvreq *k, Muster__Response **resp)
 {
-    ProtobufCBinaryData b = {len, (uint8_t *)(uintptr_t)p};
-    return b;
-}
-
-/* Whether a key list of n entries is usable (non-empty, no NULL keys). */
-static int kv_keys_ok(const char *const *keys, size_t n)
-{
-    if (!keys || n == 0)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!keys[i])
-            return 0;
-    return 1;
+    *resp = NULL;
+    if (fill != MUSTER_OK)
+        return fill;
+    int rc = call_run(m, &k->req, resp, k->timeout_ms);
+    kvreq_free(k);
+    return rc;
 }
 
 /* Set key to the len bytes at value. */
 int muster_set(muster_t *m, const char *key, const void *value, size_t len, uint32_t timeout_ms)
 {
-    if (!m || !key || (!value && len))
-        return MUSTER_EINVAL;
-    Muster__SetReq op = MUSTER__SET_REQ__INIT;
-    op.key = (char *)key;
-    op.value = kv_bytes(value, len);
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_SET;
-    req.set = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    int rc = kv_run(m, kvreq_set(&k, m, key, value, len, timeout_ms), &k, &resp);
     wire_free(resp);
     return rc;
 }
@@ -60,18 +45,11 @@ int muster_set(muster_t *m, const char *key, const void *value, size_t len, uint
 /* Get key, waiting for it when wait != 0. */
 int muster_get(muster_t *m, const char *key, int wait, uint32_t timeout_ms, void **value, size_t *len)
 {
-    if (!m || !key || !value)
+    if (!value)
         return MUSTER_EINVAL;
-    uint32_t t = call_timeout(m, timeout_ms);
-    Muster__GetReq op = MUSTER__GET_REQ__INIT;
-    op.key = (char *)key;
-    op.wait = wait != 0;
-    op.timeout_ms = wait ? t : 0;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_GET;
-    req.get = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, t);
+    int rc = kv_run(m, kvreq_get(&k, m, key, wait, timeout_ms), &k, &resp);
     if (rc == MUSTER_OK) {
         *value = kv_dup(resp->get->value.data, resp->get->value.len);
         if (len)
@@ -86,16 +64,9 @@ int muster_get(muster_t *m, const char *key, int wait, uint32_t timeout_ms, void
 /* Add delta to the integer at key; *result (may be NULL) gets the new value. */
 int muster_add(muster_t *m, const char *key, int64_t delta, int64_t *result, uint32_t timeout_ms)
 {
-    if (!m || !key)
-        return MUSTER_EINVAL;
-    Muster__AddReq op = MUSTER__ADD_REQ__INIT;
-    op.key = (char *)key;
-    op.delta = delta;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_ADD;
-    req.add = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    int rc = kv_run(m, kvreq_add(&k, m, key, delta, timeout_ms), &k, &resp);
     if (rc == MUSTER_OK && result)
         *result = resp->add->value;
     wire_free(resp);
@@ -106,17 +77,9 @@ int muster_add(muster_t *m, const char *key, int64_t delta, int64_t *result, uin
 int muster_compare_set(muster_t *m, const char *key, const void *expected, size_t elen, const void *desired,
                        size_t dlen, int *swapped, void **value, size_t *vlen, uint32_t timeout_ms)
 {
-    if (!m || !key || (!expected && elen) || (!desired && dlen))
-        return MUSTER_EINVAL;
-    Muster__CompareSetReq op = MUSTER__COMPARE_SET_REQ__INIT;
-    op.key = (char *)key;
-    op.expected = kv_bytes(expected, elen);
-    op.desired = kv_bytes(desired, dlen);
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_COMPARE_SET;
-    req.compare_set = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    int rc = kv_run(m, kvreq_compare_set(&k, m, key, expected, elen, desired, dlen, timeout_ms), &k, &resp);
     if (rc == MUSTER_OK) {
         if (swapped)
             *swapped = resp->compare_set->swapped;
@@ -135,15 +98,9 @@ int muster_compare_set(muster_t *m, const char *key, const void *expected, size_
 /* Delete key; *deleted (may be NULL) says whether it existed. */
 int muster_delete(muster_t *m, const char *key, int *deleted, uint32_t timeout_ms)
 {
-    if (!m || !key)
-        return MUSTER_EINVAL;
-    Muster__DeleteReq op = MUSTER__DELETE_REQ__INIT;
-    op.key = (char *)key;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_DELETE;
-    req.delete_ = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    int rc = kv_run(m, kvreq_delete(&k, m, key, timeout_ms), &k, &resp);
     int existed = rc == MUSTER_OK && resp->delete_->deleted;
     /* The proto allows either answer for an absent key: OK with
      * deleted = false, or NOT_FOUND.  Both mean "it was not there". */
@@ -158,16 +115,11 @@ int muster_delete(muster_t *m, const char *key, int *deleted, uint32_t timeout_m
 /* *present = 1 when all n keys exist. */
 int muster_check(muster_t *m, const char *const *keys, size_t n, int *present, uint32_t timeout_ms)
 {
-    if (!m || !kv_keys_ok(keys, n) || !present)
+    if (!present)
         return MUSTER_EINVAL;
-    Muster__CheckReq op = MUSTER__CHECK_REQ__INIT;
-    op.n_keys = n;
-    op.keys = (char **)keys;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_CHECK;
-    req.check = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    int rc = kv_run(m, kvreq_check(&k, m, keys, n, timeout_ms), &k, &resp);
     if (rc == MUSTER_OK)
         *present = resp->check->all_present;
     wire_free(resp);
@@ -177,18 +129,9 @@ int muster_check(muster_t *m, const char *const *keys, size_t n, int *present, u
 /* Block until all n keys exist (server-enforced deadline). */
 int muster_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms)
 {
-    if (!m || !kv_keys_ok(keys, n))
-        return MUSTER_EINVAL;
-    uint32_t t = call_timeout(m, timeout_ms);
-    Muster__WaitReq op = MUSTER__WAIT_REQ__INIT;
-    op.n_keys = n;
-    op.keys = (char **)keys;
-    op.timeout_ms = t;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_WAIT;
-    req.wait = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, t);
+    int rc = kv_run(m, kvreq_wait(&k, m, keys, n, timeout_ms), &k, &resp);
     wire_free(resp);
     return rc;
 }
@@ -196,14 +139,11 @@ int muster_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout
 /* Number of keys in the namespace. */
 int muster_num_keys(muster_t *m, uint64_t *count, uint32_t timeout_ms)
 {
-    if (!m || !count)
+    if (!count)
         return MUSTER_EINVAL;
-    Muster__NumKeysReq op = MUSTER__NUM_KEYS_REQ__INIT;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_NUM_KEYS;
-    req.num_keys = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    int rc = kv_run(m, kvreq_num_keys(&k, m, timeout_ms), &k, &resp);
     if (rc == MUSTER_OK)
         *count = resp->num_keys->count;
     wire_free(resp);
@@ -229,19 +169,11 @@ static int kv_copy_values(const ProtobufCBinaryData *src, size_t n, void **value
 int muster_multi_get(muster_t *m, const char *const *keys, size_t n, int wait, void **values, size_t *lens,
                      uint32_t timeout_ms)
 {
-    if (!m || !kv_keys_ok(keys, n) || !values || !lens)
+    if (!values || !lens)
         return MUSTER_EINVAL;
-    uint32_t t = call_timeout(m, timeout_ms);
-    Muster__MultiGetReq op = MUSTER__MULTI_GET_REQ__INIT;
-    op.n_keys = n;
-    op.keys = (char **)keys;
-    op.wait = wait != 0;
-    op.timeout_ms = wait ? t : 0;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_MULTI_GET;
-    req.multi_get = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, t);
+    int rc = kv_run(m, kvreq_multi_get(&k, m, keys, n, wait, timeout_ms), &k, &resp);
     if (rc == MUSTER_OK && resp->multi_get->n_values != n)
         rc = error_set(m, MUSTER_EPROTO, "multi_get of %zu keys answered with %zu values", n,
                        resp->multi_get->n_values);
@@ -255,25 +187,10 @@ int muster_multi_get(muster_t *m, const char *const *keys, size_t n, int wait, v
 int muster_multi_set(muster_t *m, const char *const *keys, const void *const *values, const size_t *lens,
                      size_t n, uint32_t timeout_ms)
 {
-    if (!m || !kv_keys_ok(keys, n) || !values || !lens)
-        return MUSTER_EINVAL;
-    ProtobufCBinaryData *vals = calloc(n, sizeof *vals);
-    if (!vals)
-        return MUSTER_ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        vals[i] = kv_bytes(values[i], lens[i]);
-    Muster__MultiSetReq op = MUSTER__MULTI_SET_REQ__INIT;
-    op.n_keys = n;
-    op.keys = (char **)keys;
-    op.n_values = n;
-    op.values = vals;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_MULTI_SET;
-    req.multi_set = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    int rc = kv_run(m, kvreq_multi_set(&k, m, keys, values, lens, n, timeout_ms), &k, &resp);
     wire_free(resp);
-    free(vals);
     return rc;
 }
 
@@ -281,16 +198,9 @@ int muster_multi_set(muster_t *m, const char *const *keys, const void *const *va
 int muster_append(muster_t *m, const char *key, const void *value, size_t len, uint64_t *length,
                   uint32_t timeout_ms)
 {
-    if (!m || !key || (!value && len))
-        return MUSTER_EINVAL;
-    Muster__AppendReq op = MUSTER__APPEND_REQ__INIT;
-    op.key = (char *)key;
-    op.value = kv_bytes(value, len);
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_APPEND;
-    req.append = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    int rc = kv_run(m, kvreq_append(&k, m, key, value, len, timeout_ms), &k, &resp);
     if (rc == MUSTER_OK && length)
         *length = resp->append->length;
     wire_free(resp);
@@ -319,17 +229,11 @@ static int kv_copy_keys(const Muster__ListRes *res, char ***keys, size_t *n)
 int muster_list(muster_t *m, const char *prefix, const char *after, uint32_t limit, char ***keys, size_t *n,
                 int *more, uint32_t timeout_ms)
 {
-    if (!m || !keys || !n)
+    if (!keys || !n)
         return MUSTER_EINVAL;
-    Muster__ListReq op = MUSTER__LIST_REQ__INIT;
-    op.prefix = (char *)(prefix ? prefix : "");
-    op.after = (char *)(after ? after : "");
-    op.limit = limit;
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_LIST;
-    req.list = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    int rc = kv_run(m, kvreq_list(&k, m, prefix, after, limit, timeout_ms), &k, &resp);
     if (rc == MUSTER_OK && kv_copy_keys(resp->list, keys, n) != MUSTER_OK)
         rc = error_set(m, MUSTER_ENOMEM, "out of memory copying keys");
     if (rc == MUSTER_OK && more)
@@ -341,18 +245,12 @@ int muster_list(muster_t *m, const char *prefix, const char *after, uint32_t lim
 /* Round trip to the server; *rtt_us (may be NULL) receives the time taken. */
 int muster_ping(muster_t *m, uint64_t *rtt_us, uint32_t timeout_ms)
 {
-    if (!m)
-        return MUSTER_EINVAL;
     uint64_t start = deadline_now_us();
     uint8_t stamp[8];
     memcpy(stamp, &start, sizeof stamp);
-    Muster__PingReq op = MUSTER__PING_REQ__INIT;
-    op.payload = kv_bytes(stamp, sizeof stamp);
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_PING;
-    req.ping = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, call_timeout(m, timeout_ms));
+    int rc = kv_run(m, kvreq_ping(&k, m, stamp, sizeof stamp, timeout_ms), &k, &resp);
     if (rc == MUSTER_OK &&
         (resp->ping->payload.len != sizeof stamp || memcmp(resp->ping->payload.data, stamp, sizeof stamp)))
         rc = error_set(m, MUSTER_EPROTO, "ping answered with a different payload");
@@ -372,19 +270,11 @@ int muster_barrier(muster_t *m, const char *name, uint32_t count, uint64_t *roun
 int muster_barrier_fetch(muster_t *m, const char *name, uint32_t count, const char *key, void **value, size_t *len,
                          uint64_t *round, uint32_t timeout_ms)
 {
-    if (!m || !name || count == 0 || (key && !value))
+    if (key && !value)
         return MUSTER_EINVAL;
-    uint32_t t = call_timeout(m, timeout_ms);
-    Muster__BarrierReq op = MUSTER__BARRIER_REQ__INIT;
-    op.name = (char *)name;
-    op.count = count;
-    op.timeout_ms = t;
-    op.fetch = (char *)(key ? key : "");
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_BARRIER;
-    req.barrier = &op;
+    struct kvreq k;
     Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, t);
+    int rc = kv_run(m, kvreq_barrier(&k, m, name, count, key, timeout_ms), &k, &resp);
     if (rc == MUSTER_OK && round)
         *round = resp->barrier->round;
     if (rc == MUSTER_OK && key && !resp->barrier->found) {
