@@ -200,11 +200,14 @@ static void run_relay_on_event(struct run_relay *r, const muster_event *ev)
 /* Take every event the upstream handle has queued or can read now. */
 static void run_relay_events(struct run_relay *r)
 {
+    r->more_events = 1;
     for (int i = 0; !r->dead && i < RELAY_EVENT_BATCH; i++) {
         muster_event *ev = NULL;
         int rc = muster_next_event(r->up, &ev, 0);
-        if (rc == MUSTER_ETIMEDOUT)
+        if (rc == MUSTER_ETIMEDOUT) {
+            r->more_events = 0;
             break;
+        }
         if (rc != MUSTER_OK) {
             /* A failover handle reconnects (and watches again) inside the next call that talks to the
              * server; a ping is that call. */
@@ -474,7 +477,10 @@ static void run_relay_upstream(struct run_relay *r, short revents)
     int rc = muster_async_handle(r->up, ev);
     if (rc != MUSTER_OK && !r->failover)
         run_relay_kill(r, muster_strerror(rc));
-    run_relay_events(r);
+    /* Events come only with what the handle reads; taking none would cost a read of an idle socket. A
+     * broken failover handle goes on to the events, whose error has it reconnect. */
+    if ((ev & MUSTER_ASYNC_READ) || rc != MUSTER_OK || r->more_events)
+        run_relay_events(r);
 }
 
 /* Hold (on) or push (off) what is written to the upstream socket fd: the calls one turn submits go out

@@ -85,6 +85,7 @@ struct run_relay {
     int corked;                  /* the upstream socket held corked during this turn, or -1 */
     uint64_t watch_id;
     uint64_t dropped;            /* muster_events_dropped() when last seen */
+    int more_events;             /* the last turn left events queued (it took its batch's worth) */
     int dead;                    /* the upstream is gone: workers' connections are refused */
     struct run_relay_conn **conns;
     size_t nconns, capconns, nlive;
