@@ -610,6 +610,7 @@ int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const 
         return -1;
     }
     r->session = muster_session_id(r->up);
+    r->more_events = 1; /* what the watch call read is taken on the first turn */
     if (run_relay_listen(r) < 0 || pipe2(r->stop, O_CLOEXEC) < 0)
         return -1;
     /* Signals stay with the launcher's thread, whose handler feeds its self-pipe. */
