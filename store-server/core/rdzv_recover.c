@@ -308,7 +308,8 @@ static void rdzv_note_gone(struct rdzv *rz, const char *id, uint32_t rank, const
 
 /* Member lost of the latest generation (known as id) is gone for why: break the generation if it runs,
  * record the loss, tell the other members, and let a recovery round go on without it.  A member lost
- * after the break (a second failure) is told to the others too, so survivors learn of every loss. */
+ * after the break (a second failure) is told to the others while a recovery round is open, so the
+ * survivors in it learn of every loss. */
 void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const char *why)
 {
     if (lost->generation == 0 || lost->generation != rz->generation || lost->lost || rz->completed)
