@@ -288,23 +288,30 @@ static ncclResult_t nccl_start(ncclComm_t *comm, int world, int rank, int nroots
     return ncclCommInitRankConfig(comm, world, ids[0], rank, config);
 }
 
-/* Init from exchanged ids and wait for the communicator under the watch;
- * a partial communicator is aborted before returning an error.  The config
- * (and the name it points to) stays alive until the init has settled,
- * since the init runs on NCCL's own thread. */
-int nccl_init(ncclComm_t *out, int world, int rank, int nroots, ncclUniqueId *ids, const char *name,
-                     uint64_t deadline, struct nccl_watch *w)
+/* A non-blocking config named name (the name must outlive the communicator's init). */
+ncclConfig_t nccl_config(const char *name)
 {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    ncclComm_t comm = NULL;
-    ncclResult_t res;
-    int rc = MUSTER_ENCCL;
     config.blocking = 0;
 #if NCCL_VERSION_CODE >= 22700
     config.commName = name;
 #else
     (void)name;
 #endif
+    return config;
+}
+
+/* Init from exchanged ids and wait for the communicator under the watch;
+ * a partial communicator is aborted before returning an error.  The config
+ * (and the name it points to) stays alive until the init has settled,
+ * since the init runs on NCCL's own thread. */
+int nccl_init(ncclComm_t *out, int world, int rank, int nroots, ncclUniqueId *ids, const char *name,
+              uint64_t deadline, struct nccl_watch *w)
+{
+    ncclConfig_t config = nccl_config(name);
+    ncclComm_t comm = NULL;
+    ncclResult_t res;
+    int rc = MUSTER_ENCCL;
     res = nccl_start(&comm, world, rank, nroots, ids, &config);
     if (res == ncclSuccess || res == ncclInProgress)
         rc = nccl_settle(comm, deadline, w);

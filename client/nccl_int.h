@@ -38,6 +38,8 @@ int nccl_watch_poll(struct nccl_watch *w);
 int nccl_settle(ncclComm_t comm, uint64_t deadline, struct nccl_watch *w);
 /* Make the chosen CUDA device current. */
 int nccl_set_device(int local_rank, const muster_nccl_opts *opts);
+/* A non-blocking config named name (the name must outlive the communicator's init). */
+ncclConfig_t nccl_config(const char *name);
 /* Init rank of world from nroots ids and wait for it; a partial communicator is aborted. */
 int nccl_init(ncclComm_t *out, int world, int rank, int nroots, ncclUniqueId *ids, const char *name,
               uint64_t deadline, struct nccl_watch *w);

@@ -81,19 +81,6 @@ static void nccl_recover_runtime(struct nccl_recover_rt *rt)
     dlclose(lib);
 }
 
-/* A non-blocking config named name, for the communicators made here. */
-static ncclConfig_t nccl_recover_config(const char *name)
-{
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-#if NCCL_VERSION_CODE >= 22700
-    config.commName = name;
-#else
-    (void)name;
-#endif
-    return config;
-}
-
 /* Wait for a shrink's child: NCCL stores it into *child only when its init
  * has ended, so until then the job's state is read on the parent. */
 static int nccl_recover_child(ncclComm_t parent, ncclComm_t *child, uint64_t deadline, struct nccl_watch *w)
@@ -120,7 +107,7 @@ static int nccl_recover_child(ncclComm_t parent, ncclComm_t *child, uint64_t dea
 static int nccl_recover_shrink(const struct nccl_recover_rt *rt, ncclComm_t parent, struct nccl_plan *plan,
                                const char *name, uint64_t deadline, struct nccl_watch *w, ncclComm_t *out)
 {
-    ncclConfig_t config = nccl_recover_config(name);
+    ncclConfig_t config = nccl_config(name);
     ncclComm_t child = NULL;
     int drained = 0, rc = MUSTER_OK;
     ncclResult_t res;
@@ -200,7 +187,7 @@ static int nccl_recover_grow(const struct nccl_recover_rt *rt, ncclComm_t base, 
                              const ncclUniqueId *id, const char *name, uint64_t deadline, struct nccl_watch *w,
                              ncclComm_t *out)
 {
-    ncclConfig_t config = nccl_recover_config(name);
+    ncclConfig_t config = nccl_config(name);
     ncclComm_t comm = NULL;
     /* Existing ranks pass rank -1 and only the root passes the id; new ranks pass both. */
     ncclResult_t res = base ? rt->grow(base, plan->world, plan->rank == 0 ? id : NULL, -1, &comm, &config)

@@ -254,17 +254,24 @@ static void log_write(int level, const struct log_field *fields, size_t nfields,
     fflush(log_stream());
 }
 
+/* Format the message and write one line at level with n structured fields. */
+__attribute__((format(printf, 4, 0))) static void log_vwrite(int level, const struct log_field *fields, size_t n,
+                                                              const char *fmt, va_list ap)
+{
+    char line[2048];
+    vsnprintf(line, sizeof line, fmt, ap);
+    log_write(level, fields, n, line);
+}
+
 /* Write one line at level. */
 void log_msg(int level, const char *fmt, ...)
 {
     if (!log_enabled(level))
         return;
-    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    log_vwrite(level, NULL, 0, fmt, ap);
     va_end(ap);
-    log_write(level, NULL, 0, line);
 }
 
 /* Write one line at level with n structured fields (JSON only; text lines show just the message). */
@@ -272,12 +279,10 @@ void log_fields(int level, const struct log_field *fields, size_t n, const char 
 {
     if (!log_enabled(level))
         return;
-    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    log_vwrite(level, fields, n, fmt, ap);
     va_end(ap);
-    log_write(level, fields, n, line);
 }
 
 /* Parse "error", "warn", "info" or "debug"; -1 when unknown. */

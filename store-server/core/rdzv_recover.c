@@ -61,7 +61,7 @@ void rdzv_recover_moved(struct rdzv *rz, const struct rdzv_node *n, int joined)
 {
     if (!rz->rec_open || rz->rec_closing || n->generation != rz->generation || !n->generation)
         return;
-    if (joined > 0 || joined == 0)
+    if (joined >= 0)
         rz->rec_missing -= rz->rec_missing > 0;
     else if (!n->lost)
         rz->rec_missing++;
