@@ -28,8 +28,10 @@
  * When it passes for a call the server has not answered, the handle breaks
  * with MUSTER_ETIMEDOUT as a synchronous call always did: the server did
  * not answer a request it had a second longer to answer, so the connection
- * is not trusted.  Deadlines are found by scanning the list, which is
- * short in practice; each step costs O(calls in flight).
+ * is not trusted.  The handle keeps a bound no deadline is before
+ * (fl_soonest: lowered at each submit, made exact by a scan), so a step
+ * scans the calls only once that bound has passed, not on every answer:
+ * with thousands in flight (a pipelining relay) a step stays O(1).
  */
 #include <errno.h>
 #include <poll.h>
@@ -101,6 +103,8 @@ static void flight_link(muster_t *m, struct flight *f)
     else
         m->fl_head = f;
     m->fl_tail = f;
+    if (!m->fl_soonest || f->deadline < m->fl_soonest)
+        m->fl_soonest = f->deadline;
 }
 
 /* Forget f's request id (its answer, should one still come, is dropped). */
@@ -218,6 +222,7 @@ static void flight_collect(muster_t *m)
         if (rc == MUSTER_ENOTLEADER && m->url.failover) {
             memcpy(leader, m->last_error, sizeof leader);
             flight_unsend(m, f);
+            m->fl_unsent = 1;
             wire_free(resp);
             continue;
         }
@@ -231,12 +236,17 @@ static void flight_collect(muster_t *m)
 /* Complete the calls whose client deadline passed; one the server owed an answer breaks the handle. */
 static void flight_expire(muster_t *m)
 {
-    uint64_t now = deadline_now();
+    uint64_t now = deadline_now(), soonest = 0;
+    if (m->fl_soonest > now)
+        return; /* nothing is due yet: no scan */
     struct flight *f = m->fl_head, *next;
     for (; f; f = next) {
         next = f->next;
-        if (f->deadline > now)
+        if (f->deadline > now) {
+            if (!soonest || f->deadline < soonest)
+                soonest = f->deadline;
             continue;
+        }
         if (f->id && !m->broken) {
             error_break(m, MUSTER_ETIMEDOUT, "no reply to request %llu before the client deadline",
                         (unsigned long long)f->id);
@@ -247,6 +257,7 @@ static void flight_expire(muster_t *m)
             flight_finish(m, f, f->last_rc, NULL);
         }
     }
+    m->fl_soonest = soonest;
 }
 
 /* Whether a call lost with this broken connection may wait for the next one. */
@@ -272,6 +283,7 @@ static void flight_orphan(muster_t *m)
             flight_finish(m, f, m->broken, NULL);
         } else if (failover_idempotent(f->op)) {
             flight_unsend(m, f);
+            m->fl_unsent = 1;
         } else {
             why[96] = '\0';
             error_set(m, MUSTER_ECONN, "connection lost with the request in flight (%s): it may or may not "
@@ -297,9 +309,13 @@ static uint64_t flight_unsent_deadline(const muster_t *m)
  * earliest of their deadlines) and send them; failures complete them. */
 static void flight_recover(muster_t *m)
 {
+    if (!m->fl_unsent)
+        return; /* no call became unsent since the last look: no scan on every step */
     uint64_t deadline = flight_unsent_deadline(m);
-    if (!deadline)
+    if (!deadline) {
+        m->fl_unsent = 0;
         return;
+    }
     int rc = m->broken ? failover_ready(m, deadline) : MUSTER_OK;
     struct flight *f = m->fl_head, *next;
     for (; f; f = next) {
@@ -325,11 +341,8 @@ static int flight_next_ms(const muster_t *m)
 {
     if (m->done_head || m->stash || tls_pending(m) || (m->broken && m->fl_head))
         return 0;
-    uint64_t d = 0;
-    for (const struct flight *f = m->fl_head; f; f = f->next)
-        if (!d || f->deadline < d)
-            d = f->deadline;
-    return d ? deadline_left(d) : -1;
+    /* A bound passed early only wakes the loop for a scan that makes it exact (flight_expire). */
+    return m->fl_head && m->fl_soonest ? deadline_left(m->fl_soonest) : -1;
 }
 
 /* Tell the caller's loop (async.c's hooks) what the handle waits for now, when that changed. */
@@ -409,6 +422,8 @@ int flight_submit(muster_t *m, Muster__Request *req, uint32_t timeout_ms, flight
         return rc;
     }
     flight_link(m, f);
+    if (!f->id)
+        m->fl_unsent = 1; /* submitted while the connection is down: failover sends it */
     if (!m->broken)
         wire_write_some(m);
     flight_wake(m);

@@ -156,6 +156,8 @@ struct muster {
     int closing;                   /* muster_close has begun: no new calls */
     struct flight *fl_head;        /* calls in flight, in submission order */
     struct flight *fl_tail;
+    uint64_t fl_soonest;           /* no call's client deadline is before this (0: no call in flight) */
+    int fl_unsent;                 /* some call may be waiting unsent (failover): flight_recover looks */
     struct flight *fl_ids;         /* those sent on this connection, by request id (uthash) */
     struct flight *done_head;      /* completed, callbacks not yet run */
     struct flight *done_tail;
