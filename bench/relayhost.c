@@ -1,6 +1,6 @@
 /* muster-relayhost: many nodes' TCPStore relays in one process, for the storm harness
  * (bench/storm.sh).  Each relay is the one `muster run` hosts per node (run_relay_start:
- * its own thread, poll loop, libmuster handle and watch of the generation's prefix, a
+ * its own thread, poll loop, libmuster handle (waits parked at musterd), a
  * listener on 127.0.0.1), started here without a launcher or workers.  The relays' ports
  * go to --ports-file ("127.0.0.1 PORT" per line, in order), then --ready-file is written;
  * the process holds them until SIGTERM, SIGINT or --hold seconds, stops them all and

@@ -194,6 +194,14 @@ int muster_async_wait(muster_t *m, const char *const *keys, size_t n, uint32_t t
     return async_submit(m, kvreq_wait(&k, m, keys, n, timeout_ms), &k, cb, arg, 0, 0);
 }
 
+/* Submit a wait for key's count to reach at_least. */
+int muster_async_wait_count(muster_t *m, const char *key, int64_t at_least, uint32_t timeout_ms, muster_callback cb,
+                            void *arg)
+{
+    struct kvreq k;
+    return async_submit(m, kvreq_wait_count(&k, m, key, at_least, timeout_ms), &k, cb, arg, 0, 0);
+}
+
 /* Submit a num_keys. */
 int muster_async_num_keys(muster_t *m, uint32_t timeout_ms, muster_callback cb, void *arg)
 {

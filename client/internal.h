@@ -375,6 +375,7 @@ struct kvreq {
         Muster__BarrierReq barrier;
     } op;
     ProtobufCBinaryData *vals;     /* multi_set's value array, owned (kvreq_free) */
+    char *key1;                    /* a one-key list's key (kvreq_wait_count) */
     uint32_t timeout_ms;           /* the call's effective timeout (call_timeout) */
 };
 
@@ -391,6 +392,7 @@ int kvreq_compare_set(struct kvreq *k, muster_t *m, const char *key, const void 
 int kvreq_delete(struct kvreq *k, muster_t *m, const char *key, uint32_t timeout_ms);
 int kvreq_check(struct kvreq *k, muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms);
 int kvreq_wait(struct kvreq *k, muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms);
+int kvreq_wait_count(struct kvreq *k, muster_t *m, const char *key, int64_t at_least, uint32_t timeout_ms);
 int kvreq_num_keys(struct kvreq *k, muster_t *m, uint32_t timeout_ms);
 int kvreq_multi_get(struct kvreq *k, muster_t *m, const char *const *keys, size_t n, int wait, uint32_t timeout_ms);
 int kvreq_multi_set(struct kvreq *k, muster_t *m, const char *const *keys, const void *const *values,

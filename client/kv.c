@@ -136,6 +136,16 @@ int muster_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout
     return rc;
 }
 
+/* Block until key holds a count of at least at_least (server-enforced deadline). */
+int muster_wait_count(muster_t *m, const char *key, int64_t at_least, uint32_t timeout_ms)
+{
+    struct kvreq k;
+    Muster__Response *resp;
+    int rc = kv_run(m, kvreq_wait_count(&k, m, key, at_least, timeout_ms), &k, &resp);
+    wire_free(resp);
+    return rc;
+}
+
 /* Number of keys in the namespace. */
 int muster_num_keys(muster_t *m, uint64_t *count, uint32_t timeout_ms)
 {

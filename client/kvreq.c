@@ -141,6 +141,17 @@ int kvreq_wait(struct kvreq *k, muster_t *m, const char *const *keys, size_t n, 
     return MUSTER_OK;
 }
 
+/* A wait until key holds a decimal count of at least at_least (server-enforced deadline). */
+int kvreq_wait_count(struct kvreq *k, muster_t *m, const char *key, int64_t at_least, uint32_t timeout_ms)
+{
+    if (at_least <= 0 || !key)
+        return MUSTER_EINVAL;
+    k->key1 = (char *)key; /* the list outlives this call: the request is packed after it returns */
+    int rc = kvreq_wait(k, m, (const char *const *)&k->key1, 1, timeout_ms);
+    k->op.wait.at_least = at_least;
+    return rc;
+}
+
 /* A count of the keys in the namespace. */
 int kvreq_num_keys(struct kvreq *k, muster_t *m, uint32_t timeout_ms)
 {

@@ -28,9 +28,9 @@
  * connection closes every worker's connection: their stores fail, the
  * workers exit, and the launcher restarts the generation as after any
  * failure.  A failover handle repairs itself; what an op in flight
- * becomes then follows libmuster's rules (muster.h), and parked WAIT and
- * BARRIER requests are looked at again after the reconnect, because
- * changes made while no connection watched are not replayed.
+ * becomes then follows libmuster's rules (muster.h): parked WAIT and
+ * BARRIER requests are waits at musterd, which libmuster sends again after
+ * the reconnect, so none of them misses a write made meanwhile.
  */
 #include "run_relay.h"
 
@@ -56,8 +56,6 @@
 
 /* Bytes read from one worker per wake-up. */
 #define RELAY_READ_CHUNK 65536
-/* Events taken from the upstream handle per loop turn. */
-#define RELAY_EVENT_BATCH 4096
 /* Replies one connection may owe before the relay stops decoding its requests (it reads on up to
  * --relay-max-request bytes): bounds what one worker keeps in flight. */
 #define RELAY_MAX_PIPELINE 4096
@@ -170,66 +168,6 @@ void run_relay_upstream_failed(struct run_relay *r, struct run_relay_conn *c, co
     if (!detail || !*detail)
         detail = muster_last_error(r->up);
     run_relay_close(r, c, "%s: %s%s%s", op, muster_strerror(rc), *detail ? ": " : "", detail);
-}
-
-/* Look again at every parked request (after a gap in the events or a reconnect). */
-static void run_relay_recheck_all(struct run_relay *r)
-{
-    for (size_t i = 0; i < r->nconns && !r->dead; i++)
-        run_relay_ops_recheck(r, r->conns[i], NULL, NULL, 0);
-}
-
-/* Act on one pushed event of the prefix watch. */
-static void run_relay_on_event(struct run_relay *r, const muster_event *ev)
-{
-    if (ev->kind == MUSTER_EVENT_WATCH_ENDED && ev->watch_id == r->watch_id) {
-        /* The server dropped the watch (output left unread): watch again, then read what was missed. */
-        int rc = muster_watch(r->up, r->prefix, &r->watch_id, 0);
-        if (rc != MUSTER_OK && muster_broken(r->up))
-            run_relay_kill(r, muster_strerror(rc));
-        run_relay_recheck_all(r);
-        return;
-    }
-    /* A deletion releases nothing: a WAIT wants its keys present, a BARRIER its count reached. */
-    if (ev->kind != MUSTER_EVENT_SET || ev->watch_id != r->watch_id)
-        return;
-    for (size_t i = 0; i < r->nconns && !r->dead; i++)
-        run_relay_ops_recheck(r, r->conns[i], ev->key, ev->value, ev->value_len);
-}
-
-/* Take every event the upstream handle has queued or can read now. */
-static void run_relay_events(struct run_relay *r)
-{
-    r->more_events = 1;
-    for (int i = 0; !r->dead && i < RELAY_EVENT_BATCH; i++) {
-        muster_event *ev = NULL;
-        int rc = muster_next_event(r->up, &ev, 0);
-        if (rc == MUSTER_ETIMEDOUT) {
-            r->more_events = 0;
-            break;
-        }
-        if (rc != MUSTER_OK) {
-            /* A failover handle reconnects (and watches again) inside the next call that talks to the
-             * server; a ping is that call. */
-            if (!r->failover || muster_ping(r->up, NULL, 0) != MUSTER_OK) {
-                run_relay_kill(r, muster_strerror(rc));
-                return;
-            }
-            r->session = muster_session_id(r->up);
-            run_relay_recheck_all(r);
-            continue;
-        }
-        run_relay_on_event(r, ev);
-        muster_event_free(ev);
-    }
-    uint64_t dropped = r->dead ? 0 : muster_events_dropped(r->up);
-    uint64_t session = r->dead ? 0 : muster_session_id(r->up);
-    if (dropped != r->dropped || session != r->session) {
-        /* Events were lost, or a failover reconnect happened: changes meanwhile are not replayed. */
-        r->dropped = dropped;
-        r->session = session;
-        run_relay_recheck_all(r);
-    }
 }
 
 /* Accept what the listener holds; over --relay-max-conns a connection is closed at once (counted). */
@@ -464,7 +402,7 @@ static void run_relay_output(struct run_relay *r, struct run_relay_conn *c)
     run_relay_flush(r, c);
 }
 
-/* Hand the upstream socket's readiness to the handle (callbacks answer workers), then take its events. */
+/* Hand the upstream socket's readiness to the handle (callbacks answer workers). */
 static void run_relay_upstream(struct run_relay *r, short revents)
 {
     if (r->dead)
@@ -474,13 +412,10 @@ static void run_relay_upstream(struct run_relay *r, short revents)
         ev |= MUSTER_ASYNC_READ;
     if (revents & (POLLOUT | POLLERR))
         ev |= MUSTER_ASYNC_WRITE;
+    /* A failover handle reconnects inside a later call to this when its timeout says so. */
     int rc = muster_async_handle(r->up, ev);
     if (rc != MUSTER_OK && !r->failover)
         run_relay_kill(r, muster_strerror(rc));
-    /* Events come only with what the handle reads; taking none would cost a read of an idle socket. A
-     * broken failover handle goes on to the events, whose error has it reconnect. */
-    if ((ev & MUSTER_ASYNC_READ) || rc != MUSTER_OK || r->more_events)
-        run_relay_events(r);
 }
 
 /* Hold (on) or push (off) what is written to the upstream socket fd: the calls one turn submits go out
@@ -587,7 +522,7 @@ static int run_relay_listen(struct run_relay *r)
     return 0;
 }
 
-/* Connect upstream (url), watch prefix gen, listen on 127.0.0.1 port 0 and start the thread; 0 or -1. */
+/* Connect upstream (url), listen on 127.0.0.1 port 0 and start the thread serving generation gen; 0 or -1. */
 int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const char *url, uint64_t gen)
 {
     memset(r, 0, sizeof *r);
@@ -605,12 +540,6 @@ int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const 
         fprintf(stderr, RUN_TAG "relay: cannot connect to %s: %s\n", where, muster_strerror(err));
         return -1;
     }
-    if ((err = muster_watch(r->up, r->prefix, &r->watch_id, 0)) != MUSTER_OK) {
-        fprintf(stderr, RUN_TAG "relay: cannot watch %s: %s\n", r->prefix, muster_strerror(err));
-        return -1;
-    }
-    r->session = muster_session_id(r->up);
-    r->more_events = 1; /* what the watch call read is taken on the first turn */
     if (run_relay_listen(r) < 0 || pipe2(r->stop, O_CLOEXEC) < 0)
         return -1;
     /* Signals stay with the launcher's thread, whose handler feeds its self-pipe. */

@@ -56,9 +56,6 @@ struct run_relay_conn {
     enum run_relay_park park;    /* a WAIT or BARRIER in progress: decoding holds but for CANCEL_WAIT */
     struct run_relay_slot *pslot; /* its reply */
     uint64_t pseq;               /* changes with each park, so a stale answer is known */
-    int parked;                  /* the first look found it not done: it waits on the watch */
-    int rechecking;              /* a look at it is in flight */
-    int dirty;                   /* an event named one of its keys while a look was in flight */
     char **pkeys;                /* native keys of the parked request */
     size_t npkeys;
     int64_t world;               /* BARRIER: the count that releases it */
@@ -81,11 +78,7 @@ struct run_relay {
     char prefix[64];             /* native key prefix of this generation's torch keys */
     muster_t *up;
     int failover;
-    uint64_t session;            /* muster_session_id() when last seen: a change is a reconnect */
     int corked;                  /* the upstream socket held corked during this turn, or -1 */
-    uint64_t watch_id;
-    uint64_t dropped;            /* muster_events_dropped() when last seen */
-    int more_events;             /* the last turn left events queued (it took its batch's worth) */
     int dead;                    /* the upstream is gone: workers' connections are refused */
     struct run_relay_conn **conns;
     size_t nconns, capconns, nlive;
@@ -94,20 +87,13 @@ struct run_relay {
     struct run_relay_stats st;
 };
 
-/* Connect upstream (url), watch prefix gen, listen on 127.0.0.1 port 0 and start the thread; 0 or -1. */
+/* Connect upstream (url), listen on 127.0.0.1 port 0 and start the thread serving generation gen; 0 or -1. */
 int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const char *url, uint64_t gen);
 /* When the request c now holds incomplete began: 0 with none held, now when one began (took: a whole
  * request was just taken).  Bytes behind a parked request are bounded by size, not time. */
 uint64_t run_relay_partial_since(const struct run_relay_conn *c, int took, uint64_t now);
 /* Serve one decoded request of c (run_relay_ops.c); c may be parked or closed by it. */
 void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q);
-/* Look again at c's parked request after a change to key (NULL: any key); answers it when it is done. */
-void run_relay_ops_recheck(struct run_relay *r, struct run_relay_conn *c, const char *key, const void *value,
-                           size_t vlen);
-/* Send a look at c's parked request (a check of its keys, or a get of its count). */
-void run_relay_ops_look(struct run_relay *r, struct run_relay_conn *c);
-/* A look at c's park found it not done: wait on the watch, or look again when an event came meanwhile. */
-void run_relay_ops_not_yet(struct run_relay *r, struct run_relay_conn *c);
 /* Drop c's parked request without an answer. */
 void run_relay_ops_unpark(struct run_relay_conn *c);
 /* Answer c's WAIT or BARRIER (STOP_WAITING) and end its park. */
@@ -134,8 +120,9 @@ int run_relay_comb_add(struct run_relay *r, struct run_relay_conn *c, struct run
                        int64_t delta, int64_t world);
 /* GET of key k by c, answered into s; 0, or -1 with c closed. */
 int run_relay_comb_get(struct run_relay *r, struct run_relay_conn *c, struct run_relay_slot *s, const char *k);
-/* The first look of c's parked single-key WAIT (c->pkeys[0]); 0, or -1 with c closed. */
-int run_relay_comb_wait(struct run_relay *r, struct run_relay_conn *c);
+/* Park c's WAIT (at_least 0: until its keys c->pkeys are present) or BARRIER (until its one key counts
+ * at_least) at musterd; released by the wait's answer; 0, or -1 with c closed. */
+int run_relay_comb_park(struct run_relay *r, struct run_relay_conn *c, int64_t at_least);
 /* Free the combining table (every call is done). */
 void run_relay_comb_free(struct run_relay *r);
 

@@ -1,8 +1,8 @@
 /*
- * What the relay combines: requests of the node's workers for the same key
- * that can ride on one upstream call and still get, each of them, the
- * answer musterd would have given it alone (docs/launcher.md, "what the
- * relay combines").
+ * What the relay combines, and where it parks: requests of the node's
+ * workers for the same key that can ride on one upstream call and still
+ * get, each of them, the answer musterd would have given it alone
+ * (docs/launcher.md, "what the relay combines").
  *
  *   - ADD (and BARRIER's count): while two adds of a key are in flight,
  *     the adds of that key that arrive wait in one batch, sent as a single
@@ -13,13 +13,20 @@
  *   - GET: likewise, the gets of a key that arrive while two are in flight
  *     wait for a later call, so every get reads the store after it arrived
  *     (never an answer read before it).
- *   - WAIT of one key: the first look joins a check of that key already in
- *     flight.  A key written after that check ran shows up as a watch event,
- *     which releases the WAIT (or has it looked at again when it comes
- *     before the check's answer): joining only delays.
+ *   - WAIT of one key, and BARRIER once its count is short: parked at
+ *     musterd as a wait (WaitReq, with at_least for a count), so a write of
+ *     the key from anywhere releases it and the relay watches nothing.
+ *     While one wait of a key is in flight, later ones wait in a batch sent
+ *     when it answers (or merged into its re-send after a timeout): like a
+ *     get, every wait is looked at by musterd after it arrived.  A WAIT of
+ *     several keys, or a count that differs from the batch's, parks alone.
  *
- * A connection whose request waits in a batch decodes nothing more until
- * the batch is sent, so its own later requests still reach musterd after it.
+ * A connection whose ADD or GET waits in a batch decodes nothing more until
+ * the batch is sent, so its own later requests still reach musterd after it
+ * (a parked connection decodes nothing but CANCEL_WAIT anyway).  Upstream
+ * waits last RELAY_PARK_CHUNK_MS and are sent again while anyone still
+ * waits: TCPStore waits never time out on the server.  One whose workers
+ * all gave up (CANCEL_WAIT, a closed connection) is left to its timeout.
  */
 #include "run_relay.h"
 
@@ -28,9 +35,12 @@
 
 /* Buckets of the key table. */
 #define RELAY_COMB_BUCKETS 256
-/* Calls of one key and kind in flight before the next requests wait in a batch: two keep the upstream
- * busy while one answer is on its way back, and combining starts only where requests pile up. */
-#define RELAY_COMB_DEPTH 2
+/* Calls of one key and kind in flight before the next requests wait in a batch: for ADD and GET two keep
+ * the upstream busy while one answer is on its way back, and combining starts only where requests pile up;
+ * a wait answers only when the key is written, so one is enough. */
+#define RELAY_COMB_DEPTH(kind) ((kind) == COMB_WAIT ? 1u : 2u)
+/* The timeout of one upstream wait: it is sent again when it runs out and someone still waits. */
+#define RELAY_PARK_CHUNK_MS 60000u
 
 /* The kinds of combined calls. */
 enum run_relay_comb_kind { COMB_ADD, COMB_GET, COMB_WAIT, COMB_KINDS };
@@ -40,15 +50,17 @@ struct run_relay_member {
     struct run_relay_conn *c;
     struct run_relay_slot *s;  /* its reply (NULL for WAIT and BARRIER: c->pslot, checked by pseq) */
     uint64_t pseq;
-    int64_t delta, world;      /* ADD: the increment; BARRIER (s NULL): the count that releases it */
+    int64_t delta, world;      /* ADD: the increment; BARRIER (s NULL): the count that releases it; a
+                                * wait: its at_least (0: presence) */
 };
 
 /* One upstream call and the requests riding on it. */
 struct run_relay_batch {
     struct run_relay *r;
-    struct run_relay_key *key;
+    struct run_relay_key *key;     /* NULL: a wait parked alone (its member's keys) */
     enum run_relay_comb_kind kind;
     int64_t sum;
+    int64_t at_least;              /* a wait: the count that releases it (0: its keys present) */
     struct run_relay_member *m;
     size_t n, cap;
 };
@@ -59,7 +71,9 @@ struct run_relay_key {
     struct run_relay_key *next;
     uint32_t hash;
     unsigned inflight[COMB_KINDS];
-    struct run_relay_batch *last[COMB_KINDS], *queued[COMB_KINDS];
+    struct run_relay_batch *queued[COMB_KINDS];
+    int64_t at_least;              /* the waits' count while one is in flight or queued */
+    unsigned holds;                /* answers being handed out (a barrier short of its count parks on it) */
     char name[];
 };
 
@@ -99,6 +113,8 @@ static struct run_relay_key *run_relay_comb_key(struct run_relay *r, const char 
 /* Free e when nothing of it is in flight or queued. */
 static void run_relay_comb_forget(struct run_relay *r, struct run_relay_key *e)
 {
+    if (e->holds)
+        return;
     for (int i = 0; i < COMB_KINDS; i++)
         if (e->inflight[i] || e->queued[i])
             return;
@@ -157,18 +173,32 @@ static const char *run_relay_comb_name(const struct run_relay_member *m, enum ru
     return kind == COMB_GET ? "get" : kind == COMB_WAIT ? "wait" : m->s ? "add" : "barrier";
 }
 
-/* Send b upstream as e's call in flight; on failure its members' connections are closed. */
+/* Submit b's upstream call: an add of its sum, a get, or a wait (a batch parked alone waits on its
+ * member's keys). */
+static int run_relay_comb_call(struct run_relay *r, struct run_relay_batch *b)
+{
+    if (b->kind == COMB_ADD)
+        return muster_async_add(r->up, b->key->name, b->sum, 0, run_relay_comb_done, b);
+    if (b->kind == COMB_GET)
+        return muster_async_get(r->up, b->key->name, 0, 0, run_relay_comb_done, b);
+    const struct run_relay_conn *c = b->m[0].c;
+    const char *one = b->key ? b->key->name : c->pkeys[0];
+    if (b->at_least > 0)
+        return muster_async_wait_count(r->up, one, b->at_least, RELAY_PARK_CHUNK_MS, run_relay_comb_done, b);
+    if (b->key)
+        return muster_async_wait(r->up, &one, 1, RELAY_PARK_CHUNK_MS, run_relay_comb_done, b);
+    return muster_async_wait(r->up, (const char *const *)c->pkeys, c->npkeys, RELAY_PARK_CHUNK_MS,
+                             run_relay_comb_done, b);
+}
+
+/* Send b upstream as one of its key's calls in flight; on failure its members' connections are closed. */
 static void run_relay_comb_send(struct run_relay *r, struct run_relay_batch *b)
 {
-    struct run_relay_key *e = b->key;
-    const char *k = e->name;
-    int rc = b->kind == COMB_ADD   ? muster_async_add(r->up, k, b->sum, 0, run_relay_comb_done, b)
-             : b->kind == COMB_GET ? muster_async_get(r->up, k, 0, 0, run_relay_comb_done, b)
-                                   : muster_async_check(r->up, &k, 1, 0, run_relay_comb_done, b);
+    int rc = run_relay_comb_call(r, b);
     r->st.upstream_ops++;
     if (rc == MUSTER_OK) {
-        e->inflight[b->kind]++;
-        e->last[b->kind] = b;
+        if (b->key)
+            b->key->inflight[b->kind]++;
         return;
     }
     for (size_t i = 0; i < b->n; i++)
@@ -195,11 +225,61 @@ static void run_relay_comb_answer(struct run_relay *r, struct run_relay_batch *b
         struct tscodec_sink sk = run_relay_slot_sink(m->s);
         tscodec_put_blob(&sk, rep->err == MUSTER_OK ? rep->value : NULL, rep->err == MUSTER_OK ? rep->len : 0);
         run_relay_slot_done(m->s);
-    } else if (b->kind == COMB_ADD ? count >= m->world : rep->number != 0) {
+    } else if (b->kind == COMB_WAIT || count >= m->world) {
         run_relay_ops_release(c);
     } else {
-        run_relay_ops_not_yet(r, c);
+        run_relay_comb_park(r, c, m->world); /* a barrier short of its count */
     }
+}
+
+/* Keep only b's members still owed an answer. */
+static void run_relay_comb_prune(struct run_relay_batch *b)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (run_relay_comb_live(&b->m[i]))
+            b->m[j++] = b->m[i];
+        else
+            b->m[i].c->refs--;
+    }
+    b->n = j;
+}
+
+/* A wait of b ran out with workers still waiting: send it again, with the batch that waited behind it. */
+static void run_relay_comb_rewait(struct run_relay *r, struct run_relay_batch *b)
+{
+    struct run_relay_key *e = b->key;
+    struct run_relay_batch *q = e ? e->queued[COMB_WAIT] : NULL;
+    if (q) {
+        e->queued[COMB_WAIT] = NULL;
+        for (size_t i = 0; i < q->n; i++)
+            if (run_relay_comb_join(b, &q->m[i]) != 0)
+                run_relay_close(r, q->m[i].c, "out of memory");
+        run_relay_comb_drop(q);
+    }
+    run_relay_comb_prune(b);
+    if (!b->n || r->dead)
+        run_relay_comb_drop(b);
+    else
+        run_relay_comb_send(r, b);
+}
+
+/* Send e's batch of kind that waited for a call in flight, now that one answered. */
+static void run_relay_comb_next(struct run_relay *r, struct run_relay_key *e, enum run_relay_comb_kind kind)
+{
+    struct run_relay_batch *next = e->queued[kind];
+    if (!next || e->inflight[kind] >= RELAY_COMB_DEPTH(kind))
+        return;
+    e->queued[kind] = NULL;
+    if (kind != COMB_WAIT)
+        for (size_t j = 0; j < next->n; j++)
+            next->m[j].c->deferred--;
+    else
+        run_relay_comb_prune(next);
+    if (r->dead || !next->n)
+        run_relay_comb_drop(next);
+    else
+        run_relay_comb_send(r, next);
 }
 
 /* A combined call answered: hand each member its share, then send the batch that waited for it. */
@@ -209,71 +289,93 @@ static void run_relay_comb_done(muster_t *m, const muster_reply *rep, void *arg)
     struct run_relay_batch *b = arg;
     struct run_relay *r = b->r;
     struct run_relay_key *e = b->key;
+    enum run_relay_comb_kind kind = b->kind;
     if (r->closing) {
         run_relay_comb_drop(b);
         return;
     }
-    e->inflight[b->kind]--;
-    if (e->last[b->kind] == b)
-        e->last[b->kind] = NULL;
-    int ok = rep->err == MUSTER_OK || (b->kind == COMB_GET && rep->err == MUSTER_ENOTFOUND);
-    int64_t count = rep->number - b->sum; /* ADD: the count before the batch */
-    uint64_t *combined = b->kind == COMB_ADD   ? &r->st.adds_combined
-                         : b->kind == COMB_GET ? &r->st.gets_combined
-                                               : &r->st.waits_joined;
-    *combined += b->n - 1;
-    for (size_t i = 0; i < b->n; i++) {
-        struct run_relay_member *mb = &b->m[i];
-        count += mb->delta;
-        if (!run_relay_comb_live(mb))
-            continue;
-        if (!ok)
-            run_relay_upstream_failed(r, mb->c, run_relay_comb_name(mb, b->kind), rep->err, rep->detail);
-        else
-            run_relay_comb_answer(r, b, mb, rep, count);
+    if (e) {
+        e->inflight[kind]--;
+        e->holds++;
     }
-    enum run_relay_comb_kind kind = b->kind;
-    run_relay_comb_drop(b);
-    struct run_relay_batch *next = e->queued[kind];
-    if (next && e->inflight[kind] < RELAY_COMB_DEPTH) {
-        e->queued[kind] = NULL;
-        for (size_t j = 0; j < next->n; j++)
-            next->m[j].c->deferred--;
-        if (r->dead)
-            run_relay_comb_drop(next);
-        else
-            run_relay_comb_send(r, next);
+    if (kind == COMB_WAIT && rep->err == MUSTER_ETIMEDOUT) {
+        run_relay_comb_rewait(r, b);
+    } else {
+        int ok = rep->err == MUSTER_OK || (kind == COMB_GET && rep->err == MUSTER_ENOTFOUND);
+        int64_t count = rep->number - b->sum; /* ADD: the count before the batch */
+        uint64_t *combined = kind == COMB_ADD   ? &r->st.adds_combined
+                             : kind == COMB_GET ? &r->st.gets_combined
+                                                : &r->st.waits_joined;
+        *combined += b->n - 1;
+        for (size_t i = 0; i < b->n; i++) {
+            struct run_relay_member *mb = &b->m[i];
+            count += mb->delta;
+            if (!run_relay_comb_live(mb))
+                continue;
+            if (!ok)
+                run_relay_upstream_failed(r, mb->c, run_relay_comb_name(mb, kind), rep->err, rep->detail);
+            else
+                run_relay_comb_answer(r, b, mb, rep, count);
+        }
+        run_relay_comb_drop(b);
     }
-    run_relay_comb_forget(r, e);
+    if (e) {
+        run_relay_comb_next(r, e, kind);
+        e->holds--;
+        run_relay_comb_forget(r, e);
+    }
 }
 
-/* Start or join e's call of kind for member m; 0, or -1 with m's connection closed. */
+/* Send a batch of one member on its own (a wait that cannot share its key's batch); 0, or -1 with m's
+ * connection closed. */
+static int run_relay_comb_alone(struct run_relay *r, enum run_relay_comb_kind kind, const struct run_relay_member *m)
+{
+    struct run_relay_batch *b = run_relay_comb_batch(r, NULL, kind);
+    if (!b || run_relay_comb_join(b, m) != 0) {
+        free(b);
+        run_relay_close(r, m->c, "out of memory");
+        return -1;
+    }
+    b->at_least = m->world;
+    run_relay_comb_send(r, b);
+    return 0;
+}
+
+/* Start e's call of kind for member m, or put m in the batch waiting behind those in flight; 0, or -1 with
+ * m's connection closed. */
 static int run_relay_comb_submit(struct run_relay *r, const char *k, enum run_relay_comb_kind kind,
                                  const struct run_relay_member *m)
 {
     struct run_relay_key *e = run_relay_comb_key(r, k);
-    struct run_relay_batch *b = NULL;
-    /* WAIT joins the look in flight; ADD and GET wait for a later call (so it reads after they came),
-     * once RELAY_COMB_DEPTH of theirs are in flight. */
-    int join = kind == COMB_WAIT && e && e->last[kind];
-    int queue = !join && e && e->inflight[kind] >= RELAY_COMB_DEPTH;
-    if (e)
-        b = join ? e->last[kind] : queue ? e->queued[kind] : NULL;
-    if (e && !b && (b = run_relay_comb_batch(r, e, kind)) && queue)
-        e->queued[kind] = b;
-    if (!b || run_relay_comb_join(b, m) != 0) {
-        if (b && !b->n && e->last[kind] != b && e->queued[kind] != b)
-            free(b);
-        if (e)
-            run_relay_comb_forget(r, e);
+    if (!e) {
         run_relay_close(r, m->c, "out of memory");
         return -1;
     }
-    if (queue) {
-        m->c->deferred++;
-    } else if (!join) {
+    int busy = e->inflight[kind] || e->queued[kind];
+    if (kind == COMB_WAIT && busy && e->at_least != m->world) {
+        run_relay_comb_forget(r, e);
+        return run_relay_comb_alone(r, kind, m);
+    }
+    if (kind == COMB_WAIT)
+        e->at_least = m->world;
+    int queue = e->inflight[kind] >= RELAY_COMB_DEPTH(kind);
+    struct run_relay_batch *b = queue ? e->queued[kind] : NULL;
+    if (!b && (b = run_relay_comb_batch(r, e, kind)) && queue)
+        e->queued[kind] = b;
+    if (b)
+        b->at_least = e->at_least;
+    if (!b || run_relay_comb_join(b, m) != 0) {
+        if (b && !b->n && e->queued[kind] != b)
+            free(b);
+        run_relay_comb_forget(r, e);
+        run_relay_close(r, m->c, "out of memory");
+        return -1;
+    }
+    if (!queue) {
         run_relay_comb_send(r, b);
         run_relay_comb_forget(r, e); /* when the send failed */
+    } else if (kind != COMB_WAIT) {
+        m->c->deferred++;
     }
     return 0;
 }
@@ -293,11 +395,14 @@ int run_relay_comb_get(struct run_relay *r, struct run_relay_conn *c, struct run
     return run_relay_comb_submit(r, k, COMB_GET, &m);
 }
 
-/* The first look of c's parked single-key WAIT (c->pkeys[0]). */
-int run_relay_comb_wait(struct run_relay *r, struct run_relay_conn *c)
+/* Park c's WAIT (at_least 0: until its keys are present) or BARRIER (until its one key counts at_least) at
+ * musterd; released by the wait's answer. */
+int run_relay_comb_park(struct run_relay *r, struct run_relay_conn *c, int64_t at_least)
 {
-    struct run_relay_member m = {c, NULL, c->pseq, 0, 0};
-    return run_relay_comb_submit(r, c->pkeys[0], COMB_WAIT, &m);
+    struct run_relay_member m = {c, NULL, c->pseq, 0, at_least};
+    if (c->npkeys == 1)
+        return run_relay_comb_submit(r, c->pkeys[0], COMB_WAIT, &m);
+    return run_relay_comb_alone(r, COMB_WAIT, &m);
 }
 
 /* Free the combining table (every call is done: the handle is closed). */

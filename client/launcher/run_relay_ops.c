@@ -10,12 +10,11 @@
  * upstream answers come in.  ADD, GET and a one-key WAIT go through
  * run_relay_comb.c, which combines them per key.
  *
- * WAIT and BARRIER do not block the upstream handle: after a first look
- * they are parked here and looked at again when the relay's watch on the
- * prefix reports a change to one of their keys (run_relay.c), so one handle
- * serves every worker.  Queues and WATCH_KEY have no native counterpart and
- * close the connection (counted as unsupported), as the listener does for
- * WATCH_KEY.
+ * WAIT and BARRIER do not block the upstream handle: they are parked at
+ * musterd as waits (run_relay_comb.c), so a write of their keys from
+ * anywhere releases them and one handle serves every worker.  Queues and
+ * WATCH_KEY have no native counterpart and close the connection (counted
+ * as unsupported).
  */
 #include "run_relay.h"
 
@@ -77,24 +76,11 @@ static char *run_relay_ops_key1(struct run_relay *r, struct run_relay_conn *c, c
     return k;
 }
 
-/* The int64 held as decimal text in a value; -1 when it is not one. */
-static int64_t run_relay_ops_count(const void *value, size_t len)
-{
-    char buf[24];
-    if (!value || len == 0 || len >= sizeof buf)
-        return -1;
-    memcpy(buf, value, len);
-    buf[len] = '\0';
-    char *end;
-    long long v = strtoll(buf, &end, 10);
-    return *end ? -1 : (int64_t)v;
-}
-
 /* One upstream call answering into one connection. */
 struct run_relay_call {
     struct run_relay *r;
     struct run_relay_conn *c;
-    struct run_relay_slot *s; /* its reply, or NULL (no reply; a park's look: c->pslot, checked by pseq) */
+    struct run_relay_slot *s; /* its reply, or NULL (no reply) */
     int op;                   /* the TCPStore op */
     uint64_t pseq;
     /* GETNUMKEYS and LIST_KEYS: the pages read so far */
@@ -125,13 +111,10 @@ static void run_relay_ops_call_free(struct run_relay_call *k)
     free(k);
 }
 
-/* Whether a completed call still has someone to answer: the relay is not closing, c is open, and for
- * a park's look the park is the same one. */
+/* Whether a completed call still has someone to answer: the relay is not closing and c is open. */
 static int run_relay_ops_live(const struct run_relay_call *k)
 {
-    if (k->r->closing || k->c->dead)
-        return 0;
-    return k->s || k->op == TS_SET || (k->c->park != RELAY_PARK_NONE && k->c->pseq == k->pseq);
+    return !k->r->closing && !k->c->dead;
 }
 
 /* A submit failed: undo the call and close its connection. */
@@ -224,7 +207,7 @@ static void run_relay_ops_single(struct run_relay *r, struct run_relay_conn *c, 
     case TS_GET: run_relay_comb_get(r, c, s, k); break;
     case TS_ADD: run_relay_comb_add(r, c, s, k, q->i64, 0); break;
     case TS_BARRIER:
-        /* Parked from now: its count's answer releases it or leaves it to the watch. */
+        /* Parked from now: its count's answer releases it, or it waits at musterd for the rest. */
         c->pkeys = malloc(sizeof *c->pkeys);
         if (!c->pkeys) {
             run_relay_close(r, c, "out of memory");
@@ -240,56 +223,6 @@ static void run_relay_ops_single(struct run_relay *r, struct run_relay_conn *c, 
         return; /* c keeps k */
     }
     free(k);
-}
-
-/* Completion of a look at a parked WAIT (a check of its keys) or BARRIER (a get of its count). */
-static void run_relay_ops_look_done(muster_t *m, const muster_reply *rep, void *arg)
-{
-    (void)m;
-    struct run_relay_call *k = arg;
-    struct run_relay_conn *c = k->c;
-    if (!run_relay_ops_live(k)) {
-        run_relay_ops_call_free(k);
-        return;
-    }
-    c->rechecking = 0;
-    int done = 0;
-    if (rep->err != MUSTER_OK && rep->err != MUSTER_ENOTFOUND) {
-        run_relay_upstream_failed(k->r, c, c->park == RELAY_PARK_BARRIER ? "barrier" : "wait", rep->err,
-                                  rep->detail);
-    } else if (c->park == RELAY_PARK_BARRIER) {
-        done = rep->err == MUSTER_OK && run_relay_ops_count(rep->value, rep->len) >= c->world;
-    } else {
-        done = rep->number != 0;
-    }
-    if (done)
-        run_relay_ops_release(c);
-    else if (!c->dead)
-        run_relay_ops_not_yet(k->r, c);
-    run_relay_ops_call_free(k);
-}
-
-/* A look at c's park found it not done: wait on the watch, or look again when an event came meanwhile. */
-void run_relay_ops_not_yet(struct run_relay *r, struct run_relay_conn *c)
-{
-    c->parked = 1;
-    if (c->dirty)
-        run_relay_ops_look(r, c);
-}
-
-/* Send a look at c's parked request (a check of its keys, or a get of its count). */
-void run_relay_ops_look(struct run_relay *r, struct run_relay_conn *c)
-{
-    c->dirty = 0;
-    struct run_relay_call *k = run_relay_ops_call(r, c, NULL, TS_WAIT);
-    if (!k)
-        return;
-    c->rechecking = 1;
-    if (c->park == RELAY_PARK_BARRIER)
-        RELAY_SUBMIT(k, muster_async_get(r->up, c->pkeys[0], 0, 0, run_relay_ops_look_done, k));
-    else
-        RELAY_SUBMIT(k, muster_async_check(r->up, (const char *const *)c->pkeys, c->npkeys, 0,
-                                           run_relay_ops_look_done, k));
 }
 
 /* CHECK and WAIT: READY / STOP_WAITING when every key is present; a WAIT is parked otherwise. */
@@ -316,10 +249,7 @@ static void run_relay_ops_check(struct run_relay *r, struct run_relay_conn *c, c
         c->park = RELAY_PARK_WAIT;
         c->pslot = s;
         r->st.parked++;
-        if (q->n == 1)
-            run_relay_comb_wait(r, c);
-        else
-            run_relay_ops_look(r, c);
+        run_relay_comb_park(r, c, 0);
         return; /* c keeps keys */
     }
     run_relay_ops_free_keys(keys, q->n);
@@ -468,7 +398,6 @@ void run_relay_ops_unpark(struct run_relay_conn *c)
     c->pkeys = NULL;
     c->npkeys = 0;
     c->park = RELAY_PARK_NONE;
-    c->parked = c->rechecking = c->dirty = 0;
     c->pseq++;
 }
 
@@ -480,36 +409,4 @@ void run_relay_ops_release(struct run_relay_conn *c)
         tscodec_put_u8(&sk, TS_STOP_WAITING);
     }
     run_relay_ops_unpark(c);
-}
-
-/* Whether key is one of c's parked keys (NULL matches any). */
-static int run_relay_ops_parked_on(const struct run_relay_conn *c, const char *key)
-{
-    for (size_t i = 0; key && i < c->npkeys; i++)
-        if (strcmp(c->pkeys[i], key) == 0)
-            return 1;
-    return key == NULL;
-}
-
-/* Look again at c's parked request after a write of key (NULL: any key, after a gap in the events);
- * answers it when it is done.  While a look is in flight the request is only marked: a "not yet" answer
- * is then followed by another look, so nothing hangs on the order of musterd's answers and events. */
-void run_relay_ops_recheck(struct run_relay *r, struct run_relay_conn *c, const char *key, const void *value,
-                           size_t vlen)
-{
-    if (c->park == RELAY_PARK_NONE || c->dead || !run_relay_ops_parked_on(c, key))
-        return;
-    if (!c->parked || c->rechecking) {
-        c->dirty = 1;
-        return;
-    }
-    if (key && c->park == RELAY_PARK_BARRIER) {
-        /* The event carries the count. */
-        if (run_relay_ops_count(value, vlen) >= c->world)
-            run_relay_ops_release(c);
-    } else if (key && c->npkeys == 1) {
-        run_relay_ops_release(c); /* its one key was written */
-    } else {
-        run_relay_ops_look(r, c);
-    }
 }

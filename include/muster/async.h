@@ -128,6 +128,9 @@ MUSTER_API int muster_async_check(muster_t *m, const char *const *keys, size_t n
                                   muster_callback cb, void *arg);
 MUSTER_API int muster_async_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms,
                                  muster_callback cb, void *arg);
+/* As muster_wait_count. */
+MUSTER_API int muster_async_wait_count(muster_t *m, const char *key, int64_t at_least, uint32_t timeout_ms,
+                                       muster_callback cb, void *arg);
 MUSTER_API int muster_async_num_keys(muster_t *m, uint32_t timeout_ms, muster_callback cb, void *arg);
 MUSTER_API int muster_async_multi_get(muster_t *m, const char *const *keys, size_t n, int wait,
                                       uint32_t timeout_ms, muster_callback cb, void *arg);

@@ -274,6 +274,10 @@ MUSTER_API int muster_delete(muster_t *m, const char *key, int *deleted, uint32_
 MUSTER_API int muster_check(muster_t *m, const char *const *keys, size_t n, int *present, uint32_t timeout_ms);
 /* Block until all n keys exist (server-enforced deadline). */
 MUSTER_API int muster_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms);
+/* Block until key holds a decimal count of at least at_least (> 0), the way
+ * TCPStore's barrier waits on the count that muster_add keeps: the server
+ * parks the call and re-checks at every write of key. */
+MUSTER_API int muster_wait_count(muster_t *m, const char *key, int64_t at_least, uint32_t timeout_ms);
 /* Number of keys in the namespace. */
 MUSTER_API int muster_num_keys(muster_t *m, uint64_t *count, uint32_t timeout_ms);
 /* Get n keys at once, all or nothing (MUSTER_ENOTFOUND when one is absent

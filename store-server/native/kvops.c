@@ -82,6 +82,10 @@ static void kvops_missing(struct conn *c, const struct waiter *w, char *buf, siz
         snprintf(buf, len, "waiting for '%.200s'", w->keys[0]);
         return;
     }
+    if (w->nkeys == 1) {
+        snprintf(buf, len, "waiting for '%.200s' to count %lld", w->keys[0], (long long)w->at_least);
+        return;
+    }
     off += (size_t)snprintf(buf, len, "waiting for %zu keys: %zu of them present; missing:", w->nkeys,
                             w->nkeys - absent);
     for (size_t i = 0; i < w->nkeys && named < 8; i++) {
@@ -121,14 +125,18 @@ static void kvops_wait_cancel(void *arg)
     waiters_cancel(arg);
 }
 
-/* Park request id of c until keys exist, answering errors itself. */
+/* Park request id of c until keys exist (at_least > 0: until its one key counts that high), answering errors
+ * itself. */
 static void kvops_park(struct conn *c, uint64_t id, enum kvops_kind kind, char *const *keys, size_t n,
-                       uint32_t timeout_ms)
+                       uint32_t timeout_ms, int64_t at_least)
 {
     int st;
     uint32_t t = core_timeout(&c->srv->core, timeout_ms);
     struct waiter *w =
-        waiters_park(c->ns, (const char *const *)keys, NULL, n, t, kvops_wait_done, c, &c->share, id, kind, &st);
+        at_least > 0 ? waiters_park_count(c->ns, keys[0], strlen(keys[0]), at_least, t, kvops_wait_done, c, &c->share,
+                                          id, kind, &st)
+                     : waiters_park(c->ns, (const char *const *)keys, NULL, n, t, kvops_wait_done, c, &c->share, id,
+                                    kind, &st);
     if (!w) {
         conn_reply(c, id, st,
                    st == MUSTER__STATUS__LIMIT ? core_waiter_why(&c->srv->core, &c->ns->nwaiters, &c->share)
@@ -177,7 +185,7 @@ void kvops_get(struct conn *c, Muster__Request *req)
     else if (!g->wait)
         kvops_key_error(c, req->id, MUSTER__STATUS__NOT_FOUND, "key not found", g->key);
     else
-        kvops_park(c, req->id, KV_GET, &g->key, 1, g->timeout_ms);
+        kvops_park(c, req->id, KV_GET, &g->key, 1, g->timeout_ms, 0);
 }
 
 /* add: int64 kept as decimal text. */
@@ -230,16 +238,31 @@ void kvops_check(struct conn *c, Muster__Request *req)
     conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
 }
 
-/* wait: park until every key exists. */
+/* Whether key holds a decimal count of at least at_least. */
+static int kvops_counts(struct conn *c, const char *key, int64_t at_least)
+{
+    const struct ks_entry *e = ks_get(kvops_ks(c), key, strlen(key));
+    int64_t n;
+    return e && ks_entry_int(e, &n) == 0 && n >= at_least;
+}
+
+/* wait: park until every key exists (with at_least, until its one key counts that high). */
 void kvops_wait(struct conn *c, Muster__Request *req)
 {
     Muster__WaitReq *q = req->wait;
-    if (kvops_first_missing(c, q->keys, q->n_keys) == q->n_keys) {
+    if (q->at_least < 0 || (q->at_least > 0 && q->n_keys != 1)) {
+        conn_replyf(c, req->id, MUSTER__STATUS__BAD_REQUEST, "wait with at_least %lld takes one key, not %zu",
+                    (long long)q->at_least, q->n_keys);
+        return;
+    }
+    int done = q->at_least > 0 ? kvops_counts(c, q->keys[0], q->at_least)
+                               : kvops_first_missing(c, q->keys, q->n_keys) == q->n_keys;
+    if (done) {
         Muster__WaitRes r = MUSTER__WAIT_RES__INIT;
         conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
         return;
     }
-    kvops_park(c, req->id, KV_WAIT, q->keys, q->n_keys, q->timeout_ms);
+    kvops_park(c, req->id, KV_WAIT, q->keys, q->n_keys, q->timeout_ms, q->at_least);
 }
 
 /* num_keys: keys in the namespace. */
@@ -260,7 +283,7 @@ void kvops_multi_get(struct conn *c, Muster__Request *req)
     else if (!q->wait)
         kvops_key_error(c, req->id, MUSTER__STATUS__NOT_FOUND, "key not found", q->keys[miss]);
     else
-        kvops_park(c, req->id, KV_MULTI_GET, q->keys, q->n_keys, q->timeout_ms);
+        kvops_park(c, req->id, KV_MULTI_GET, q->keys, q->n_keys, q->timeout_ms, 0);
 }
 
 /* Whether all n writes of a multi_set fit the namespace limits together; wire status. */

@@ -2,7 +2,8 @@
  * Integration tests of blocking ops: a parked get released by another
  * client's set, server-enforced timeouts (the answer comes near the deadline
  * and the same handle keeps working), reusable barriers, barrier rounds
- * that timed-out arrivals leave, and barriers that answer with a key's value.
+ * that timed-out arrivals leave, barriers that answer with a key's value, and
+ * waits for a key's count.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -323,6 +324,62 @@ out:
             close(fds[i]);
 }
 
+/* A raw wait of n keys with at_least. */
+static int t_raw_wait_count(int fd, uint64_t id, const char *const *keys, size_t n, int64_t at_least)
+{
+    Muster__Request r = MUSTER__REQUEST__INIT;
+    Muster__WaitReq w = MUSTER__WAIT_REQ__INIT;
+    w.keys = (char **)keys;
+    w.n_keys = n;
+    w.at_least = at_least;
+    w.timeout_ms = 10000;
+    r.id = id;
+    r.op_case = MUSTER__REQUEST__OP_WAIT;
+    r.wait = &w;
+    return raw_send_request(fd, &r);
+}
+
+/* A counted wait (TCPStore's barrier parked at the server): released by the add that reaches the count,
+ * not before, from any client; answered at once when the count is already there; a count that is not a
+ * number never releases it (it times out naming the count); more than one key, or a negative count, is
+ * refused. */
+static void t_wait_count(const struct h_daemon *d)
+{
+    muster_t *m = hc_connect(d, "blk", NULL), *other = hc_connect(d, "blk", NULL);
+    int fd = raw_open(d->port, "blk");
+    const char *two[] = {"blk/c1", "blk/c2"};
+    uint64_t id = 0;
+    int64_t v;
+    CHECK(m && other && fd >= 0);
+    if (!m || !other || fd < 0)
+        goto out;
+    CHECK_EQ(t_raw_wait_count(fd, 1, two, 1, 3), 0);
+    CHECK_EQ(raw_ping(fd, 2), 0);
+    CHECK_EQ(raw_status(fd, 5000, &id), MUSTER_OK);
+    CHECK_EQ(id, 2); /* the wait is parked: the ping answers first */
+    CHECK_EQ(muster_add(other, "blk/c1", 2, &v, 5000), MUSTER_OK);
+    CHECK_EQ(raw_ping(fd, 3), 0);
+    CHECK_EQ(raw_status(fd, 5000, &id), MUSTER_OK);
+    CHECK_EQ(id, 3); /* 2 of 3: still parked */
+    CHECK_EQ(muster_add(other, "blk/c1", 1, &v, 5000), MUSTER_OK);
+    CHECK_EQ(raw_status(fd, 5000, &id), MUSTER_OK);
+    CHECK_EQ(id, 1);
+    CHECK_EQ(muster_wait_count(m, "blk/c1", 3, 5000), MUSTER_OK); /* already there */
+    CHECK_EQ(hc_set_str(m, "blk/c2", "many"), MUSTER_OK);
+    CHECK_EQ(muster_wait_count(m, "blk/c2", 1, T_SHORT_MS), MUSTER_ETIMEDOUT);
+    CHECK(strstr(muster_last_error(m), "waiting for 'blk/c2' to count 1") != NULL);
+    CHECK_EQ(muster_wait_count(m, "blk/c2", 0, 5000), MUSTER_EINVAL);
+    CHECK_EQ(t_raw_wait_count(fd, 4, two, 2, 1), 0);
+    CHECK_EQ(raw_status(fd, 5000, &id), MUSTER_EBADREQ);
+    CHECK_EQ(t_raw_wait_count(fd, 5, two, 1, -1), 0);
+    CHECK_EQ(raw_status(fd, 5000, &id), MUSTER_EBADREQ);
+out:
+    if (fd >= 0)
+        close(fd);
+    muster_close(m);
+    muster_close(other);
+}
+
 /* Run the blocking-op tests against one daemon. */
 int main(void)
 {
@@ -337,6 +394,7 @@ int main(void)
     H_RUN(t_barrier_reuse, &d);
     H_RUN(t_barrier_rules, &d);
     H_RUN(t_barrier_fetch, &d);
+    H_RUN(t_wait_count, &d);
     CHECK_EQ(h_stop(&d), 0);
     return h_finish();
 }

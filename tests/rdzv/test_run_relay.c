@@ -7,14 +7,17 @@
  * upstream calls than requests; pipelined requests on one connection are
  * answered in order; every waiter on one key is released by one SET and
  * reads its value; every arrival at one BARRIER is released once the last
- * comes; a worker that sends garbage is closed and counted while
- * the others go on.
+ * comes; waits and a barrier parked at musterd are released by a native
+ * client's writes from outside the relay; a worker that sends garbage is
+ * closed and counted while the others go on.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <muster/muster.h>
 
 #include "../tcpstore/tswire.h"
 #include "hrun.h"
@@ -24,8 +27,10 @@
 /* ADDs each connection pipelines in the combining case. */
 #define NADD 20
 
-/* A worker that publishes its relay's port and stays until the test says go (bounded). */
+/* A worker that publishes its relay's port, the store and its generation, and stays until the test says go
+ * (bounded). */
 static const char relay_worker[] =
+    "echo \"$MUSTER_URL $MUSTER_GENERATION\" > \"$OUT/store\"\n"
     "echo \"$MASTER_PORT\" > \"$OUT/port.tmp\" && mv \"$OUT/port.tmp\" \"$OUT/port\"\n"
     "i=0; while [ ! -e \"$OUT/go\" ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i + 1)); done\n";
 
@@ -247,6 +252,78 @@ static void t_barrier(uint16_t port)
     tsw_free(&b);
 }
 
+/* A native client's handle on the store the worker named, with the torch key prefix of its generation in
+ * prefix; NULL when it cannot connect. */
+static muster_t *outside_handle(char *prefix, size_t n)
+{
+    char line[1200], url[1024];
+    unsigned long long gen = 0;
+    if (sscanf(hr_out_file("store", line, sizeof line), "%1023s %llu", url, &gen) != 2)
+        return NULL;
+    snprintf(prefix, n, "torch/%llu/", gen);
+    return muster_connect(url, NULL);
+}
+
+/* Set key (under prefix) through m. */
+static void outside_set(muster_t *m, const char *prefix, const char *key, const char *value)
+{
+    char k[256];
+    snprintf(k, sizeof k, "%s%s", prefix, key);
+    CHECK_EQ(muster_set(m, k, value, strlen(value), 5000), MUSTER_OK);
+}
+
+/* Parked requests are released by writes that never pass through the relay: a native client sets the keys
+ * of single-key and two-key WAITs and adds to a BARRIER's count, one step at a time, and each request is
+ * answered exactly when its condition holds. */
+static void t_outside(uint16_t port)
+{
+    char prefix[64];
+    muster_t *m = outside_handle(prefix, sizeof prefix);
+    int one = tsw_open(port), two = tsw_open(port), bar = tsw_open(port);
+    CHECK(m && one >= 0 && two >= 0 && bar >= 0);
+    if (!m || one < 0 || two < 0 || bar < 0)
+        goto out;
+    struct tsw_buf b = {0};
+    tsw_u8(&b, TSW_WAIT);
+    tsw_u64(&b, 1);
+    tsw_str(&b, "out/a");
+    CHECK_EQ(tsw_send(one, &b), 0);
+    b.n = 0;
+    tsw_u8(&b, TSW_WAIT);
+    tsw_u64(&b, 2);
+    tsw_str(&b, "out/a");
+    tsw_str(&b, "out/b");
+    CHECK_EQ(tsw_send(two, &b), 0);
+    b.n = 0;
+    tsw_u8(&b, TSW_BARRIER);
+    tsw_str(&b, "out/bar");
+    tsw_u64(&b, 3);
+    CHECK_EQ(tsw_send(bar, &b), 0);
+    tsw_free(&b);
+    CHECK(tsw_quiet(one, 300) && tsw_quiet(two, 5) && tsw_quiet(bar, 5));
+    outside_set(m, prefix, "out/a", "1");
+    CHECK_EQ(tsw_byte(one, 5000), 0); /* STOP_WAITING */
+    CHECK(tsw_quiet(two, 200));       /* out/b is still missing */
+    outside_set(m, prefix, "out/b", "1");
+    CHECK_EQ(tsw_byte(two, 5000), 0);
+    char k[128];
+    int64_t v = 0;
+    snprintf(k, sizeof k, "%sout/bar", prefix);
+    CHECK_EQ(muster_add(m, k, 1, &v, 5000), MUSTER_OK); /* 2 of 3 */
+    CHECK(tsw_quiet(bar, 200));
+    CHECK_EQ(muster_add(m, k, 1, &v, 5000), MUSTER_OK); /* 3 of 3 */
+    CHECK_EQ(v, 3);
+    CHECK_EQ(tsw_byte(bar, 5000), 0);
+out:
+    muster_close(m);
+    if (one >= 0)
+        close(one);
+    if (two >= 0)
+        close(two);
+    if (bar >= 0)
+        close(bar);
+}
+
 /* A worker sends an unknown type byte in the middle of others' traffic: it is closed, the others'
  * ADDs and a waiter are answered. */
 static void t_garbage(uint16_t port)
@@ -296,6 +373,7 @@ static void t_relay(void *arg)
         t_pipeline((uint16_t)port);
         t_waiters((uint16_t)port);
         t_barrier((uint16_t)port);
+        t_outside((uint16_t)port);
         t_garbage((uint16_t)port);
     }
     snprintf(buf, sizeof buf, "%s/go", hr_out_dir);
