@@ -436,6 +436,8 @@ static int run_relay_turn(struct run_relay *r, struct pollfd **pfdp, size_t *cap
             run_relay_decode(r, c);
         run_relay_output(r, c);
     }
+    /* What this turn decoded, and what the answers it read released, goes upstream gathered by key. */
+    run_relay_comb_flush(r);
     int wait = run_relay_expire(r, 1000);
     run_relay_reap(r);
     size_t n = r->nconns + 3;
@@ -489,6 +491,7 @@ static int run_relay_turn(struct run_relay *r, struct pollfd **pfdp, size_t *cap
             run_relay_read(r, c);
     }
     /* What was just decoded goes upstream now rather than after the next poll. */
+    run_relay_comb_flush(r);
     if (!r->dead && (muster_async_events(r->up) & MUSTER_ASYNC_WRITE))
         run_relay_upstream(r, POLLOUT);
     return 1;

@@ -53,6 +53,7 @@ struct run_relay_conn {
     struct run_relay_slot *head, *tail; /* replies owed, oldest first */
     size_t nslots;
     unsigned deferred;           /* requests waiting to ride on a combined call (decoding holds) */
+    struct run_relay_batch *open; /* the batch gathering its last request this loop turn, or NULL */
     enum run_relay_park park;    /* a WAIT or BARRIER in progress: decoding holds but for CANCEL_WAIT */
     struct run_relay_slot *pslot; /* its reply */
     uint64_t pseq;               /* changes with each park, so a stale answer is known */
@@ -63,6 +64,7 @@ struct run_relay_conn {
 };
 
 struct run_relay_key;
+struct run_relay_batch;
 
 /* A TCPStore relay for one generation: a thread with its own poll loop and one upstream handle, on
  * which every worker's request is sent at once (many in flight) and answered through a callback. */
@@ -84,6 +86,8 @@ struct run_relay {
     size_t nconns, capconns, nlive;
     struct run_relay_key **keys; /* combining state by native key (run_relay_comb.c) */
     size_t nbuckets;
+    struct run_relay_batch **open; /* batches gathering this loop turn's requests (NULL: sent early) */
+    size_t nopen, capopen;
     struct run_relay_stats st;
 };
 
@@ -123,6 +127,10 @@ int run_relay_comb_get(struct run_relay *r, struct run_relay_conn *c, struct run
 /* Park c's WAIT (at_least 0: until its keys c->pkeys are present) or BARRIER (until its one key counts
  * at_least) at musterd; released by the wait's answer; 0, or -1 with c closed. */
 int run_relay_comb_park(struct run_relay *r, struct run_relay_conn *c, int64_t at_least);
+/* Send the batch holding c's last request, before c's next request goes upstream. */
+void run_relay_comb_flush_conn(struct run_relay *r, struct run_relay_conn *c);
+/* The loop turn ends: send every batch gathered in it. */
+void run_relay_comb_flush(struct run_relay *r);
 /* Free the combining table (every call is done). */
 void run_relay_comb_free(struct run_relay *r);
 

@@ -61,6 +61,7 @@ struct run_relay_batch {
     enum run_relay_comb_kind kind;
     int64_t sum;
     int64_t at_least;              /* a wait: the count that releases it (0: its keys present) */
+    size_t oidx;                   /* while open: its place in r->open */
     struct run_relay_member *m;
     size_t n, cap;
 };
@@ -72,6 +73,7 @@ struct run_relay_key {
     uint32_t hash;
     unsigned inflight[COMB_KINDS];
     struct run_relay_batch *queued[COMB_KINDS];
+    struct run_relay_batch *open[COMB_KINDS]; /* gathering this loop turn's requests (r->open) */
     int64_t at_least;              /* the waits' count while one is in flight or queued */
     unsigned holds;                /* answers being handed out (a barrier short of its count parks on it) */
     char name[];
@@ -116,7 +118,7 @@ static void run_relay_comb_forget(struct run_relay *r, struct run_relay_key *e)
     if (e->holds)
         return;
     for (int i = 0; i < COMB_KINDS; i++)
-        if (e->inflight[i] || e->queued[i])
+        if (e->inflight[i] || e->queued[i] || e->open[i])
             return;
     for (struct run_relay_key **p = &r->keys[e->hash % r->nbuckets]; *p; p = &(*p)->next)
         if (*p == e) {
@@ -341,8 +343,69 @@ static int run_relay_comb_alone(struct run_relay *r, enum run_relay_comb_kind ki
     return 0;
 }
 
-/* Start e's call of kind for member m, or put m in the batch waiting behind those in flight; 0, or -1 with
- * m's connection closed. */
+/* The batch of kind gathering e's requests this loop turn, made (and listed in r->open) when absent; NULL
+ * when out of memory. */
+static struct run_relay_batch *run_relay_comb_open(struct run_relay *r, struct run_relay_key *e,
+                                                   enum run_relay_comb_kind kind)
+{
+    if (e->open[kind])
+        return e->open[kind];
+    if (r->nopen == r->capopen) {
+        size_t cap = r->capopen ? r->capopen * 2 : 64;
+        struct run_relay_batch **v = realloc(r->open, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        r->open = v;
+        r->capopen = cap;
+    }
+    struct run_relay_batch *b = run_relay_comb_batch(r, e, kind);
+    if (b) {
+        b->oidx = r->nopen;
+        r->open[r->nopen++] = b;
+        e->open[b->kind] = b;
+    }
+    return b;
+}
+
+/* Send open batch b now: the loop turn ends, or a member's connection has a later request that must reach
+ * musterd after it. */
+static void run_relay_comb_close(struct run_relay *r, struct run_relay_batch *b)
+{
+    struct run_relay_key *e = b->key;
+    r->open[b->oidx] = NULL;
+    e->open[b->kind] = NULL;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->m[i].c->open == b)
+            b->m[i].c->open = NULL;
+    /* Adds are sent whoever left meanwhile: musterd would have run an add it had read. */
+    if (b->kind != COMB_ADD)
+        run_relay_comb_prune(b);
+    if (!b->n || r->dead)
+        run_relay_comb_drop(b);
+    else
+        run_relay_comb_send(r, b);
+    run_relay_comb_forget(r, e);
+}
+
+/* Send the batch holding c's last request, before c's next request goes upstream. */
+void run_relay_comb_flush_conn(struct run_relay *r, struct run_relay_conn *c)
+{
+    if (c->open)
+        run_relay_comb_close(r, c->open);
+}
+
+/* The loop turn ends: send every batch gathered in it. */
+void run_relay_comb_flush(struct run_relay *r)
+{
+    for (size_t i = 0; i < r->nopen; i++)
+        if (r->open[i])
+            run_relay_comb_close(r, r->open[i]);
+    r->nopen = 0;
+}
+
+/* Put member m in e's batch of kind gathering this turn's requests (sent when the turn ends), or, with
+ * RELAY_COMB_DEPTH calls of it in flight, in the batch waiting for one of them to answer; 0, or -1 with m's
+ * connection closed. */
 static int run_relay_comb_submit(struct run_relay *r, const char *k, enum run_relay_comb_kind kind,
                                  const struct run_relay_member *m)
 {
@@ -351,7 +414,7 @@ static int run_relay_comb_submit(struct run_relay *r, const char *k, enum run_re
         run_relay_close(r, m->c, "out of memory");
         return -1;
     }
-    int busy = e->inflight[kind] || e->queued[kind];
+    int busy = e->inflight[kind] || e->queued[kind] || e->open[kind];
     if (kind == COMB_WAIT && busy && e->at_least != m->world) {
         run_relay_comb_forget(r, e);
         return run_relay_comb_alone(r, kind, m);
@@ -359,24 +422,20 @@ static int run_relay_comb_submit(struct run_relay *r, const char *k, enum run_re
     if (kind == COMB_WAIT)
         e->at_least = m->world;
     int queue = e->inflight[kind] >= RELAY_COMB_DEPTH(kind);
-    struct run_relay_batch *b = queue ? e->queued[kind] : NULL;
-    if (!b && (b = run_relay_comb_batch(r, e, kind)) && queue)
+    struct run_relay_batch *b = queue ? e->queued[kind] : run_relay_comb_open(r, e, kind);
+    if (!b && queue && (b = run_relay_comb_batch(r, e, kind)))
         e->queued[kind] = b;
     if (b)
         b->at_least = e->at_least;
     if (!b || run_relay_comb_join(b, m) != 0) {
-        if (b && !b->n && e->queued[kind] != b)
-            free(b);
         run_relay_comb_forget(r, e);
         run_relay_close(r, m->c, "out of memory");
         return -1;
     }
-    if (!queue) {
-        run_relay_comb_send(r, b);
-        run_relay_comb_forget(r, e); /* when the send failed */
-    } else if (kind != COMB_WAIT) {
+    if (!queue)
+        m->c->open = b;
+    else if (kind != COMB_WAIT)
         m->c->deferred++;
-    }
     return 0;
 }
 
@@ -412,11 +471,17 @@ void run_relay_comb_free(struct run_relay *r)
         while (r->keys[i]) {
             struct run_relay_key *e = r->keys[i];
             r->keys[i] = e->next;
-            for (int k = 0; k < COMB_KINDS; k++)
+            for (int k = 0; k < COMB_KINDS; k++) {
                 if (e->queued[k])
                     run_relay_comb_drop(e->queued[k]);
+                if (e->open[k])
+                    run_relay_comb_drop(e->open[k]);
+            }
             free(e);
         }
     free(r->keys);
     r->keys = NULL;
+    free(r->open);
+    r->open = NULL;
+    r->nopen = r->capopen = 0;
 }

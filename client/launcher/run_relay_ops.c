@@ -356,6 +356,9 @@ static void run_relay_ops_now(struct run_relay *r, struct run_relay_conn *c, int
 void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
     r->st.requests++;
+    /* What this request sends upstream must reach musterd after c's earlier one, gathered this turn. */
+    if (q->op != TS_CANCEL_WAIT && q->op != TS_PING && q->op != TS_VALIDATE)
+        run_relay_comb_flush_conn(r, c);
     switch (q->op) {
     case TS_VALIDATE:
         if (q->u32 != TS_MAGIC) {
