@@ -106,6 +106,16 @@ static void tscodec_take(struct tscodec_src *src, void *dst, size_t n)
     src->n -= n;
 }
 
+/* What a connection with a parked WAIT or BARRIER does with the next request at the front of src. */
+enum tscodec_parked tscodec_parked_next(enum ts_era era, const struct tscodec_src *src)
+{
+    uint8_t code;
+    if (era == TS_ERA_LEGACY)
+        return TSC_PARKED_ABANDON;
+    tscodec_peek(src, &code, 1);
+    return code == TS_CANCEL_WAIT ? TSC_PARKED_DECODE : TSC_PARKED_HOLD;
+}
+
 /* Decide the numbering from src's first bytes into *era; 0 when known, else the bytes needed. */
 size_t tscodec_detect(const struct tscodec_src *src, enum ts_era *era)
 {

@@ -146,6 +146,14 @@ size_t tscodec_avail(const struct tscodec_src *src);
 void tscodec_peek(const struct tscodec_src *src, void *dst, size_t n);
 /* Decide the numbering from src's first bytes into *era; 0 when known, else the bytes needed. */
 size_t tscodec_detect(const struct tscodec_src *src, enum ts_era *era);
+/* What a connection with a parked WAIT or BARRIER does with the next request at the front of src: the
+ * rule every TCPStore server here keeps (the listener and the relay). */
+enum tscodec_parked { TSC_PARKED_HOLD, TSC_PARKED_DECODE, TSC_PARKED_ABANDON };
+/* HOLD: leave it unread until the park ends (VALIDATE-era clients send only CANCEL_WAIT behind a wait);
+ * DECODE: CANCEL_WAIT goes ahead of the park; ABANDON: an old-numbering client (no CANCEL_WAIT, never
+ * pipelining) that sends anything gave up on its wait, which is dropped without an answer, and the
+ * request is decoded.  src holds at least one byte. */
+enum tscodec_parked tscodec_parked_next(enum ts_era era, const struct tscodec_src *src);
 /* Take request bytes from src into r; TSC_MORE sets *want (bytes src must hold), TSC_ERROR fills *err. */
 enum tscodec_result tscodec_step(struct ts_req *r, enum ts_era era, const struct tscodec_limits *lim,
                                  struct tscodec_src *src, size_t *want, struct tscodec_error *err);

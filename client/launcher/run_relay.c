@@ -230,22 +230,19 @@ static void run_relay_flush(struct run_relay *r, struct run_relay_conn *c)
 
 /* Whether c's next request (at the front of src) may be decoded: not while one of its requests waits to
  * ride on a combined call (its later ones must reach musterd after it) or it owes RELAY_MAX_PIPELINE
- * replies; while a WAIT or BARRIER is in progress, only CANCEL_WAIT goes ahead of it. */
+ * replies; while a WAIT or BARRIER is in progress, as the codec's rule for parked connections says. */
 static int run_relay_may_decode(struct run_relay *r, struct run_relay_conn *c, const struct tscodec_src *src)
 {
-    uint8_t code;
     if (c->deferred || c->nslots >= RELAY_MAX_PIPELINE)
         return 0;
     if (c->park == RELAY_PARK_NONE || c->req.op >= 0)
         return 1;
-    if (c->era == TS_ERA_LEGACY) {
-        /* Old clients never pipeline and have no CANCEL_WAIT: a new request means the wait was given up. */
+    enum tscodec_parked next = tscodec_parked_next(c->era, src);
+    if (next == TSC_PARKED_ABANDON) {
         r->st.abandoned++;
         run_relay_ops_unpark(c);
-        return 1;
     }
-    tscodec_peek(src, &code, 1);
-    return code == TS_CANCEL_WAIT;
+    return next != TSC_PARKED_HOLD;
 }
 
 /* The codec refused c's request: count the limit it broke and close it. */

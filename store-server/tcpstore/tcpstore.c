@@ -181,18 +181,14 @@ static size_t tcpstore_detect(struct ts_conn *c, const struct tscodec_src *src)
     return 0;
 }
 
-/* A request begins while c has one parked: 1 to go on decoding it, 0 to leave it unread. */
+/* A request begins while c has one parked: 1 to go on decoding it, 0 to leave it unread (the rule is the
+ * codec's, shared with the relay). */
 static int tcpstore_while_parked(struct ts_conn *c, const struct tscodec_src *src)
 {
-    uint8_t code;
-    if (c->era == TS_ERA_LEGACY) {
-        /* Old clients never pipeline and have no CANCEL_WAIT: a new request
-         * means the wait timed out on the client, so nothing may answer it. */
+    enum tscodec_parked next = tscodec_parked_next(c->era, src);
+    if (next == TSC_PARKED_ABANDON)
         tspark_abandon(c);
-        return 1;
-    }
-    tscodec_peek(src, &code, 1);
-    return code == TS_CANCEL_WAIT;
+    return next != TSC_PARKED_HOLD;
 }
 
 /* Handle the request just decoded and make room for the next. */

@@ -1,9 +1,12 @@
 /*
- * musterd's TCPStore listener, byte by byte, in the VALIDATE-era numbering
- * (torch 2.1 and later): the handshake and PING echo, the reference's SET
- * example, every op's reply shape, compare_set's rules, exactly one
- * STOP_WAITING per WAIT, CANCEL_WAIT ordering (also racing a set), queues
- * with wake-one, LIST_KEYS, BARRIER, and keys shared with native clients.
+ * musterd's TCPStore listener, and `muster run`'s relay
+ * (MUSTER_TEST_TS_TARGET=relay: the suite runs twice, tstarget.h), byte by
+ * byte, in the VALIDATE-era numbering (torch 2.1 and later): the handshake
+ * and PING echo, the reference's SET example, every op's reply shape,
+ * compare_set's rules, exactly one STOP_WAITING per WAIT, CANCEL_WAIT
+ * ordering (also racing a set), queues with wake-one (the relay closes the
+ * connection instead, counted), LIST_KEYS, BARRIER, and keys shared with
+ * native clients.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,12 +15,13 @@
 
 #include "harness.h"
 #include "raw.h"
+#include "tstarget.h"
 #include "tswire.h"
 
 #define T_MS 3000
 #define QUIET_MS 200
 
-static struct h_daemon d;
+static struct tst T;
 static uint16_t port;
 
 /* GET key and compare the value with want. */
@@ -95,10 +99,10 @@ static void t_set_example(void *arg)
     CHECK_EQ(tsw_req(fd, TSW_GET, "/k", NULL), 0);
     CHECK_EQ(tsw_read(fd, got, sizeof got, T_MS), 0);
     CHECK_MEM(got, sizeof got, get_reply, sizeof get_reply);
-    /* The same key through the native protocol, in the listener's namespace. */
-    int nfd = raw_open(d.port, "tcpstore");
+    /* The same key through the native protocol, in the target's namespace (under the relay's prefix). */
+    int nfd = raw_open(T.d.port, T.ns);
     CHECK(nfd >= 0);
-    CHECK_EQ(raw_get(nfd, 1, "/k", 0, 0), 0);
+    CHECK_EQ(raw_get(nfd, 1, tst_key(&T, "/k"), 0, 0), 0);
     Muster__ServerFrame *f = raw_response(nfd, T_MS);
     CHECK(f && f->response->status == MUSTER__STATUS__OK && f->response->get);
     if (f && f->response->get)
@@ -240,8 +244,8 @@ static void t_native_releases_wait(void *arg)
     const char *key = "/from-native";
     send_keys(a, TSW_WAIT, &key, 1);
     CHECK(tsw_quiet(a, QUIET_MS));
-    int nfd = raw_open(d.port, "tcpstore");
-    CHECK_EQ(raw_set(nfd, 1, key, "n", 1), 0);
+    int nfd = raw_open(T.d.port, T.ns);
+    CHECK_EQ(raw_set(nfd, 1, tst_key(&T, key), "n", 1), 0);
     CHECK_EQ(raw_status(nfd, T_MS, NULL), MUSTER__STATUS__OK);
     CHECK_EQ(tsw_byte(a, T_MS), 0);
     get_is(a, key, "n");
@@ -329,10 +333,27 @@ static void t_stream_order(void *arg)
     close(b);
 }
 
+/* The relay has no queues (musterd's native protocol has none): each queue op closes the connection. */
+static int relay_refuses_queues(void)
+{
+    if (!T.relay)
+        return 0;
+    static const uint8_t ops[] = {TSW_QUEUE_PUSH, TSW_QUEUE_POP, TSW_QUEUE_LEN};
+    for (size_t i = 0; i < sizeof ops; i++) {
+        int fd = tsw_open(port);
+        CHECK_EQ(tsw_req(fd, ops[i], "/q", "v", NULL), 0);
+        CHECK(tsw_closed(fd, T_MS));
+        close(fd);
+    }
+    return 1;
+}
+
 /* Queues: length, check, FIFO pops (length before the pop, then the value), empty pop. */
 static void t_queue(void *arg)
 {
     (void)arg;
+    if (relay_refuses_queues())
+        return;
     int fd = tsw_open(port);
     const char *q = "/q";
     CHECK_EQ(tsw_req(fd, TSW_QUEUE_LEN, q, NULL), 0);
@@ -366,6 +387,8 @@ static void t_queue(void *arg)
 static void t_queue_wake_one(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* refused: t_queue */
     int w1 = tsw_open(port), w2 = tsw_open(port), p = tsw_open(port);
     const char *q = "/q-wake";
     send_keys(w1, TSW_WAIT, &q, 1);
@@ -385,12 +408,13 @@ static void t_queue_wake_one(void *arg)
     close(p);
 }
 
-/* LIST_KEYS: the count, then every key of the namespace (init/ included; queues are not keys). */
+/* LIST_KEYS: the count, then every key of a fresh store (init/ included; queues are not keys): the
+ * listener's namespace, or the relay's generation. */
 static void t_list_keys(void *arg)
 {
     (void)arg;
-    struct h_daemon d2;
-    uint16_t p2 = tsw_start(&d2, NULL);
+    struct tst t2;
+    uint16_t p2 = tst_start(&t2, NULL);
     int fd = tsw_open(p2);
     struct tsw_buf b = {0};
     tsw_u8(&b, TSW_ADD);
@@ -401,7 +425,8 @@ static void t_list_keys(void *arg)
     i64_is(fd, 1);
     CHECK_EQ(tsw_req(fd, TSW_SET, "/a", "1", NULL), 0);
     CHECK_EQ(tsw_req(fd, TSW_SET, "/b", "2", NULL), 0);
-    CHECK_EQ(tsw_req(fd, TSW_QUEUE_PUSH, "/queue-only", "x", NULL), 0);
+    if (!t2.relay)
+        CHECK_EQ(tsw_req(fd, TSW_QUEUE_PUSH, "/queue-only", "x", NULL), 0);
     CHECK_EQ(tsw_req(fd, TSW_LIST_KEYS, NULL), 0);
     i64_is(fd, 3);
     int seen = 0;
@@ -415,7 +440,7 @@ static void t_list_keys(void *arg)
     CHECK_EQ(seen, 3);
     CHECK(tsw_quiet(fd, QUIET_MS));
     close(fd);
-    CHECK_EQ(h_stop(&d2), 0);
+    CHECK_EQ(tst_stop(&t2), 0);
 }
 
 /* Send BARRIER key world_size. */
@@ -448,9 +473,9 @@ static void t_barrier(void *arg)
     /* Native adds count as arrivals. */
     barrier(fd[0], "/nbar", 3);
     CHECK(tsw_quiet(fd[0], QUIET_MS));
-    int nfd = raw_open(d.port, "tcpstore");
+    int nfd = raw_open(T.d.port, T.ns);
     Muster__AddReq add = MUSTER__ADD_REQ__INIT;
-    add.key = "/nbar";
+    add.key = (char *)tst_key(&T, "/nbar");
     add.delta = 2;
     Muster__Request r = MUSTER__REQUEST__INIT;
     r.id = 1;
@@ -472,7 +497,7 @@ static void t_barrier(void *arg)
 int main(void)
 {
     h_init("tcpstore-wire", 120);
-    port = tsw_start(&d, NULL);
+    port = tst_start(&T, NULL);
     if (!port)
         return h_finish();
     H_RUN(t_handshake, NULL);
@@ -490,8 +515,22 @@ int main(void)
     H_RUN(t_queue_wake_one, NULL);
     H_RUN(t_list_keys, NULL);
     H_RUN(t_barrier, NULL);
-    CHECK_EQ(h_stat(&d, "tcpstore_validate_era"), h_stat(&d, "tcpstore_connections_accepted"));
-    CHECK_EQ(h_stat(&d, "tcpstore_bad_request"), 0);
-    CHECK_EQ(h_stop(&d), 0);
+    if (!T.relay) {
+        CHECK_EQ(h_stat(&T.d, "tcpstore_validate_era"), h_stat(&T.d, "tcpstore_connections_accepted"));
+        CHECK_EQ(h_stat(&T.d, "tcpstore_bad_request"), 0);
+    }
+    CHECK_EQ(tst_stop(&T), 0);
+    if (T.relay) {
+        /* The relay's report: the three queue ops refused as unsupported, nothing else refused. */
+        char path[4200], buf[1 << 14];
+        snprintf(path, sizeof path, "%s/launcher.err", T.dir);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        buf[n] = '\0';
+        if (f)
+            fclose(f);
+        CHECK(strstr(buf, "bad_request 0,") != NULL);
+        CHECK(strstr(buf, "unsupported 3,") != NULL);
+    }
     return h_finish();
 }
