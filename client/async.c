@@ -71,6 +71,20 @@ static void async_fill(const struct async_call *c, const struct flight_result *f
     case MUSTER__REQUEST__OP_APPEND:
         r->number = (int64_t)p->append->length;
         break;
+    case MUSTER__REQUEST__OP_WAIT:
+        r->number = p->wait->queue;
+        break;
+    case MUSTER__REQUEST__OP_QUEUE_PUSH:
+        r->number = (int64_t)p->queue_push->length;
+        break;
+    case MUSTER__REQUEST__OP_QUEUE_POP:
+        r->number = (int64_t)p->queue_pop->length;
+        r->value = p->queue_pop->value.data;
+        r->len = p->queue_pop->value.len;
+        break;
+    case MUSTER__REQUEST__OP_QUEUE_LEN:
+        r->number = (int64_t)p->queue_len->length;
+        break;
     case MUSTER__REQUEST__OP_LIST:
         r->n = p->list->n_keys;
         r->keys = (const char *const *)p->list->keys;
@@ -200,6 +214,36 @@ int muster_async_wait_count(muster_t *m, const char *key, int64_t at_least, uint
 {
     struct kvreq k;
     return async_submit(m, kvreq_wait_count(&k, m, key, at_least, timeout_ms), &k, cb, arg, 0, 0);
+}
+
+/* Submit a wait for key that counts its queue only with more than skip values. */
+int muster_async_wait_skip(muster_t *m, const char *key, uint64_t skip, uint32_t timeout_ms, muster_callback cb,
+                           void *arg)
+{
+    struct kvreq k;
+    return async_submit(m, kvreq_wait_skip(&k, m, key, skip, timeout_ms), &k, cb, arg, 0, 0);
+}
+
+/* Submit a push to key's queue. */
+int muster_async_queue_push(muster_t *m, const char *key, const void *value, size_t len, uint32_t timeout_ms,
+                            muster_callback cb, void *arg)
+{
+    struct kvreq k;
+    return async_submit(m, kvreq_queue_push(&k, m, key, value, len, timeout_ms), &k, cb, arg, 0, 0);
+}
+
+/* Submit a pop of key's queue. */
+int muster_async_queue_pop(muster_t *m, const char *key, uint32_t timeout_ms, muster_callback cb, void *arg)
+{
+    struct kvreq k;
+    return async_submit(m, kvreq_queue_pop(&k, m, key, timeout_ms), &k, cb, arg, 0, 0);
+}
+
+/* Submit a length of key's queue. */
+int muster_async_queue_len(muster_t *m, const char *key, uint32_t timeout_ms, muster_callback cb, void *arg)
+{
+    struct kvreq k;
+    return async_submit(m, kvreq_queue_len(&k, m, key, timeout_ms), &k, cb, arg, 0, 0);
 }
 
 /* Submit a num_keys. */

@@ -373,6 +373,9 @@ struct kvreq {
         Muster__ListReq list;
         Muster__PingReq ping;
         Muster__BarrierReq barrier;
+        Muster__QueuePushReq queue_push;
+        Muster__QueuePopReq queue_pop;
+        Muster__QueueLenReq queue_len;
     } op;
     ProtobufCBinaryData *vals;     /* multi_set's value array, owned (kvreq_free) */
     char *key1;                    /* a one-key list's key (kvreq_wait_count) */
@@ -393,6 +396,7 @@ int kvreq_delete(struct kvreq *k, muster_t *m, const char *key, uint32_t timeout
 int kvreq_check(struct kvreq *k, muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms);
 int kvreq_wait(struct kvreq *k, muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms);
 int kvreq_wait_count(struct kvreq *k, muster_t *m, const char *key, int64_t at_least, uint32_t timeout_ms);
+int kvreq_wait_skip(struct kvreq *k, muster_t *m, const char *key, uint64_t skip, uint32_t timeout_ms);
 int kvreq_num_keys(struct kvreq *k, muster_t *m, uint32_t timeout_ms);
 int kvreq_multi_get(struct kvreq *k, muster_t *m, const char *const *keys, size_t n, int wait, uint32_t timeout_ms);
 int kvreq_multi_set(struct kvreq *k, muster_t *m, const char *const *keys, const void *const *values,
@@ -402,6 +406,10 @@ int kvreq_append(struct kvreq *k, muster_t *m, const char *key, const void *valu
 int kvreq_list(struct kvreq *k, muster_t *m, const char *prefix, const char *after, uint32_t limit,
                uint32_t timeout_ms);
 int kvreq_ping(struct kvreq *k, muster_t *m, const void *payload, size_t len, uint32_t timeout_ms);
+int kvreq_queue_push(struct kvreq *k, muster_t *m, const char *key, const void *value, size_t len,
+                     uint32_t timeout_ms);
+int kvreq_queue_pop(struct kvreq *k, muster_t *m, const char *key, uint32_t timeout_ms);
+int kvreq_queue_len(struct kvreq *k, muster_t *m, const char *key, uint32_t timeout_ms);
 int kvreq_barrier(struct kvreq *k, muster_t *m, const char *name, uint32_t count, const char *key,
                   uint32_t timeout_ms);
 /* Free what a filled k owns; safe to call once after any successful fill. */

@@ -299,3 +299,51 @@ int muster_barrier_fetch(muster_t *m, const char *name, uint32_t count, const ch
     wire_free(resp);
     return rc;
 }
+
+/* Append the len bytes at value to key's queue; *length (may be NULL) gets its length after. */
+int muster_queue_push(muster_t *m, const char *key, const void *value, size_t len, uint64_t *length,
+                      uint32_t timeout_ms)
+{
+    struct kvreq k;
+    Muster__Response *resp;
+    int rc = kv_run(m, kvreq_queue_push(&k, m, key, value, len, timeout_ms), &k, &resp);
+    if (rc == MUSTER_OK && length)
+        *length = resp->queue_push->length;
+    wire_free(resp);
+    return rc;
+}
+
+/* Take the oldest value of key's queue: *before its length before the pop; *value (muster_free) and *len
+ * hold the value when *before > 0, else *value is NULL. */
+int muster_queue_pop(muster_t *m, const char *key, uint64_t *before, void **value, size_t *len, uint32_t timeout_ms)
+{
+    if (!value || !before)
+        return MUSTER_EINVAL;
+    struct kvreq k;
+    Muster__Response *resp;
+    *value = NULL;
+    int rc = kv_run(m, kvreq_queue_pop(&k, m, key, timeout_ms), &k, &resp);
+    if (rc == MUSTER_OK) {
+        *before = resp->queue_pop->length;
+        if (*before && !(*value = kv_dup(resp->queue_pop->value.data, resp->queue_pop->value.len)))
+            rc = error_set(m, MUSTER_ENOMEM, "out of memory copying a value");
+        if (len)
+            *len = resp->queue_pop->value.len;
+    }
+    wire_free(resp);
+    return rc;
+}
+
+/* The length of key's queue. */
+int muster_queue_len(muster_t *m, const char *key, uint64_t *length, uint32_t timeout_ms)
+{
+    if (!length)
+        return MUSTER_EINVAL;
+    struct kvreq k;
+    Muster__Response *resp;
+    int rc = kv_run(m, kvreq_queue_len(&k, m, key, timeout_ms), &k, &resp);
+    if (rc == MUSTER_OK)
+        *length = resp->queue_len->length;
+    wire_free(resp);
+    return rc;
+}

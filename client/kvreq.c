@@ -152,6 +152,17 @@ int kvreq_wait_count(struct kvreq *k, muster_t *m, const char *key, int64_t at_l
     return rc;
 }
 
+/* A wait until key exists, counting its queue as present only with more than skip values. */
+int kvreq_wait_skip(struct kvreq *k, muster_t *m, const char *key, uint64_t skip, uint32_t timeout_ms)
+{
+    if (!key)
+        return MUSTER_EINVAL;
+    k->key1 = (char *)key; /* the list outlives this call: the request is packed after it returns */
+    int rc = kvreq_wait(k, m, (const char *const *)&k->key1, 1, timeout_ms);
+    k->op.wait.skip = skip;
+    return rc;
+}
+
 /* A count of the keys in the namespace. */
 int kvreq_num_keys(struct kvreq *k, muster_t *m, uint32_t timeout_ms)
 {
@@ -269,4 +280,45 @@ void kvreq_free(struct kvreq *k)
 {
     free(k->vals);
     k->vals = NULL;
+}
+
+/* A push of the len bytes at value to key's queue. */
+int kvreq_queue_push(struct kvreq *k, muster_t *m, const char *key, const void *value, size_t len,
+                     uint32_t timeout_ms)
+{
+    if (!m || !key || (!value && len))
+        return MUSTER_EINVAL;
+    kvreq_start(k, m, MUSTER__REQUEST__OP_QUEUE_PUSH, timeout_ms);
+    Muster__QueuePushReq op = MUSTER__QUEUE_PUSH_REQ__INIT;
+    op.key = (char *)key;
+    op.value = kvreq_bytes(value, len);
+    k->op.queue_push = op;
+    k->req.queue_push = &k->op.queue_push;
+    return MUSTER_OK;
+}
+
+/* A pop of the oldest value of key's queue. */
+int kvreq_queue_pop(struct kvreq *k, muster_t *m, const char *key, uint32_t timeout_ms)
+{
+    if (!m || !key)
+        return MUSTER_EINVAL;
+    kvreq_start(k, m, MUSTER__REQUEST__OP_QUEUE_POP, timeout_ms);
+    Muster__QueuePopReq op = MUSTER__QUEUE_POP_REQ__INIT;
+    op.key = (char *)key;
+    k->op.queue_pop = op;
+    k->req.queue_pop = &k->op.queue_pop;
+    return MUSTER_OK;
+}
+
+/* The length of key's queue. */
+int kvreq_queue_len(struct kvreq *k, muster_t *m, const char *key, uint32_t timeout_ms)
+{
+    if (!m || !key)
+        return MUSTER_EINVAL;
+    kvreq_start(k, m, MUSTER__REQUEST__OP_QUEUE_LEN, timeout_ms);
+    Muster__QueueLenReq op = MUSTER__QUEUE_LEN_REQ__INIT;
+    op.key = (char *)key;
+    k->op.queue_len = op;
+    k->req.queue_len = &k->op.queue_len;
+    return MUSTER_OK;
 }

@@ -52,6 +52,9 @@
     X(RDZV_JOIN, rdzv_join, OPL_MUTATES | OPL_MAY_BLOCK)   \
     X(RDZV_LEAVE, rdzv_leave, OPL_MUTATES)                 \
     X(RDZV_HEARTBEAT, rdzv_heartbeat, 0)                    \
-    X(RDZV_REPORT, rdzv_report, OPL_MUTATES)
+    X(RDZV_REPORT, rdzv_report, OPL_MUTATES)              \
+    X(QUEUE_PUSH, queue_push, OPL_MUTATES)                \
+    X(QUEUE_POP, queue_pop, OPL_MUTATES)                  \
+    X(QUEUE_LEN, queue_len, OPL_RESEND)
 
 #endif

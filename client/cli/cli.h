@@ -110,6 +110,9 @@ int cmd_kv_del(struct cli *c, const struct cli_args *a);
 int cmd_kv_check(struct cli *c, const struct cli_args *a);
 int cmd_kv_keys(struct cli *c, const struct cli_args *a);
 int cmd_kv_num_keys(struct cli *c, const struct cli_args *a);
+int cmd_kv_queue_push(struct cli *c, const struct cli_args *a);
+int cmd_kv_queue_pop(struct cli *c, const struct cli_args *a);
+int cmd_kv_queue_len(struct cli *c, const struct cli_args *a);
 
 /* ------------------------------------------------------------- cmd_sync.c */
 

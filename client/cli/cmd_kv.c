@@ -1,5 +1,6 @@
 /*
- * Key-value verbs of the CLI: set, get, add, cas, del, check, keys, num-keys.
+ * Key-value verbs of the CLI: set, get, add, cas, del, check, keys, num-keys,
+ * and TCPStore's queues: queue-push, queue-pop, queue-len.
  * Values go to stdout byte for byte (no newline added), so `muster get`
  * is safe for binary data and `$(muster get k)` gives the value as set.
  */
@@ -196,5 +197,60 @@ int cmd_kv_num_keys(struct cli *c, const struct cli_args *a)
     if (err)
         return cli_fail(c, err);
     printf("%" PRIu64 "\n", count);
+    return CLI_OK;
+}
+
+/* queue-push KEY VALUE: append to KEY's queue and print its length. */
+int cmd_kv_queue_push(struct cli *c, const struct cli_args *a)
+{
+    muster_t *m;
+    uint64_t len = 0;
+    int rc = cli_connect(c, &m);
+    if (rc != CLI_OK)
+        return rc;
+    int err = muster_queue_push(m, a->argv[0], a->argv[1], strlen(a->argv[1]), &len, c->timeout_ms);
+    if (err)
+        return cli_fail(c, err);
+    printf("%" PRIu64 "\n", len);
+    return CLI_OK;
+}
+
+/* queue-pop KEY [--wait]: print the oldest value, byte for byte, and take it; CLI_NO when the queue is empty. */
+int cmd_kv_queue_pop(struct cli *c, const struct cli_args *a)
+{
+    muster_t *m;
+    int rc = cli_connect(c, &m);
+    if (rc != CLI_OK)
+        return rc;
+    /* A blocking pop is TCPStore's: wait for the key (a non-empty queue makes it present), then pop. */
+    const char *key = a->argv[0];
+    int err = a->opt[0] ? muster_wait(m, &key, 1, c->timeout_ms) : MUSTER_OK;
+    uint64_t before = 0;
+    void *val = NULL;
+    size_t len = 0;
+    if (!err)
+        err = muster_queue_pop(m, key, &before, &val, &len, c->timeout_ms);
+    if (err)
+        return cli_fail(c, err);
+    if (!before)
+        return CLI_NO;
+    if (cli_write_file(NULL, val, len) != 0)
+        rc = cli_error(c, CLI_ERROR, "cannot write standard output");
+    muster_free(val);
+    return rc;
+}
+
+/* queue-len KEY: print the length of KEY's queue. */
+int cmd_kv_queue_len(struct cli *c, const struct cli_args *a)
+{
+    muster_t *m;
+    uint64_t len = 0;
+    int rc = cli_connect(c, &m);
+    if (rc != CLI_OK)
+        return rc;
+    int err = muster_queue_len(m, a->argv[0], &len, c->timeout_ms);
+    if (err)
+        return cli_fail(c, err);
+    printf("%" PRIu64 "\n", len);
     return CLI_OK;
 }

@@ -371,6 +371,7 @@ static void run_relay_reap(struct run_relay *r)
         if (c->dead && !c->refs) {
             tscodec_reset(&c->req);
             run_relay_slots_free(c);
+            free(c->promised);
             free(c->in);
             free(c->out.p);
             free(c);

@@ -54,6 +54,8 @@ struct run_relay_conn {
     size_t nslots;
     unsigned deferred;           /* requests waiting to ride on a combined call (decoding holds) */
     struct run_relay_batch *open; /* the batch gathering its last request this loop turn, or NULL */
+    char *promised;              /* a queue push released its WAIT of this key and it has sent nothing since
+                                  * (its pop is yet to come): malloc'd, or NULL */
     enum run_relay_park park;    /* a WAIT or BARRIER in progress: decoding holds but for CANCEL_WAIT */
     struct run_relay_slot *pslot; /* its reply */
     uint64_t pseq;               /* changes with each park, so a stale answer is known */
@@ -131,6 +133,8 @@ int run_relay_comb_park(struct run_relay *r, struct run_relay_conn *c, int64_t a
 void run_relay_comb_flush_conn(struct run_relay *r, struct run_relay_conn *c);
 /* The loop turn ends: send every batch gathered in it. */
 void run_relay_comb_flush(struct run_relay *r);
+/* The workers still to pop a value a queue push released their WAIT of key for (the skip of a wait). */
+uint64_t run_relay_comb_promised(const struct run_relay *r, const char *key);
 /* Free the combining table (every call is done). */
 void run_relay_comb_free(struct run_relay *r);
 

@@ -20,6 +20,8 @@
  *     when it answers (or merged into its re-send after a timeout): like a
  *     get, every wait is looked at by musterd after it arrived.  A WAIT of
  *     several keys, or a count that differs from the batch's, parks alone.
+ *     A wait released by a queue push (TCPStore's queues: one waiter per
+ *     push) releases one of the batch's workers; the others wait again.
  *
  * A connection whose ADD or GET waits in a batch decodes nothing more until
  * the batch is sent, so its own later requests still reach musterd after it
@@ -187,8 +189,9 @@ static int run_relay_comb_call(struct run_relay *r, struct run_relay_batch *b)
     const char *one = b->key ? b->key->name : c->pkeys[0];
     if (b->at_least > 0)
         return muster_async_wait_count(r->up, one, b->at_least, RELAY_PARK_CHUNK_MS, run_relay_comb_done, b);
-    if (b->key)
-        return muster_async_wait(r->up, &one, 1, RELAY_PARK_CHUNK_MS, run_relay_comb_done, b);
+    if (b->key || c->npkeys == 1)
+        return muster_async_wait_skip(r->up, one, run_relay_comb_promised(r, one), RELAY_PARK_CHUNK_MS,
+                                      run_relay_comb_done, b);
     return muster_async_wait(r->up, (const char *const *)c->pkeys, c->npkeys, RELAY_PARK_CHUNK_MS,
                              run_relay_comb_done, b);
 }
@@ -266,6 +269,35 @@ static void run_relay_comb_rewait(struct run_relay *r, struct run_relay_batch *b
         run_relay_comb_send(r, b);
 }
 
+/* The workers still to pop a value a queue push released their WAIT of key for. */
+uint64_t run_relay_comb_promised(const struct run_relay *r, const char *key)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < r->nconns; i++) {
+        const struct run_relay_conn *c = r->conns[i];
+        n += !c->dead && c->promised && strcmp(c->promised, key) == 0;
+    }
+    return n;
+}
+
+/* A queue push released b's wait: musterd releases one wait per push, so one of b's workers (the first still
+ * waiting) is released and the others wait again, as each would had it waited alone.  Until the released
+ * worker sends its next request (its pop), the value it was released for is not the others': their wait
+ * skips it (run_relay_comb_promised). */
+static void run_relay_comb_handoff(struct run_relay *r, struct run_relay_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        struct run_relay_conn *c = b->m[i].c;
+        if (!run_relay_comb_live(&b->m[i]))
+            continue;
+        free(c->promised);
+        c->promised = c->npkeys == 1 ? strdup(c->pkeys[0]) : NULL;
+        run_relay_ops_release(c);
+        break;
+    }
+    run_relay_comb_rewait(r, b);
+}
+
 /* Send e's batch of kind that waited for a call in flight, now that one answered. */
 static void run_relay_comb_next(struct run_relay *r, struct run_relay_key *e, enum run_relay_comb_kind kind)
 {
@@ -302,6 +334,8 @@ static void run_relay_comb_done(muster_t *m, const muster_reply *rep, void *arg)
     }
     if (kind == COMB_WAIT && rep->err == MUSTER_ETIMEDOUT) {
         run_relay_comb_rewait(r, b);
+    } else if (kind == COMB_WAIT && rep->err == MUSTER_OK && rep->number) {
+        run_relay_comb_handoff(r, b);
     } else {
         int ok = rep->err == MUSTER_OK || (kind == COMB_GET && rep->err == MUSTER_ENOTFOUND);
         int64_t count = rep->number - b->sum; /* ADD: the count before the batch */

@@ -12,9 +12,10 @@
  *
  * WAIT and BARRIER do not block the upstream handle: they are parked at
  * musterd as waits (run_relay_comb.c), so a write of their keys from
- * anywhere releases them and one handle serves every worker.  Queues and
- * WATCH_KEY have no native counterpart and close the connection (counted
- * as unsupported).
+ * anywhere releases them and one handle serves every worker.  Queues are
+ * musterd's (queue_push, queue_pop, queue_len: the listener's queues, kept
+ * by the core).  WATCH_KEY has no native counterpart and closes the
+ * connection (counted as unsupported).
  */
 #include "run_relay.h"
 
@@ -137,8 +138,8 @@ static void run_relay_ops_status_done(muster_t *m, const muster_reply *rep, void
     run_relay_ops_call_free(k);
 }
 
-/* Completion of COMPARE_SET (the value the caller compares), DELETE_KEY (1 when the key existed) and
- * CHECK (READY / NOT_READY). */
+/* Completion of COMPARE_SET (the value the caller compares), DELETE_KEY (1 when the key existed), CHECK
+ * (READY / NOT_READY), QUEUE_POP (the length before, then the value when there was one) and QUEUE_LEN. */
 static void run_relay_ops_value_done(muster_t *m, const muster_reply *rep, void *arg)
 {
     (void)m;
@@ -151,12 +152,16 @@ static void run_relay_ops_value_done(muster_t *m, const muster_reply *rep, void 
         run_relay_upstream_failed(k->r, k->c, tscodec_name(k->op), rep->err, rep->detail);
     } else {
         struct tscodec_sink sk = run_relay_slot_sink(k->s);
-        if (k->op == TS_COMPARE_SET)
-            tscodec_put_blob(&sk, rep->value, rep->len);
-        else if (k->op == TS_DELETE_KEY)
+        switch (k->op) {
+        case TS_COMPARE_SET: tscodec_put_blob(&sk, rep->value, rep->len); break;
+        case TS_CHECK: tscodec_put_u8(&sk, rep->number ? TS_READY : TS_NOT_READY); break;
+        case TS_QUEUE_POP:
             tscodec_put_i64(&sk, rep->number);
-        else
-            tscodec_put_u8(&sk, rep->number ? TS_READY : TS_NOT_READY);
+            if (rep->number > 0)
+                tscodec_put_blob(&sk, rep->value, rep->len);
+            break;
+        default: tscodec_put_i64(&sk, rep->number); break; /* DELETE_KEY, QUEUE_LEN */
+        }
         run_relay_slot_done(k->s);
     }
     run_relay_ops_call_free(k);
@@ -170,7 +175,7 @@ static void run_relay_ops_value_done(muster_t *m, const muster_reply *rep, void 
             run_relay_ops_unsent((k), rc_);                                                                     \
     } while (0)
 
-/* Requests with one key: set, compare_set, get, add, delete_key, append, barrier. */
+/* Requests with one key: set, compare_set, get, add, delete_key, append, barrier, and the queue ops. */
 static void run_relay_ops_single(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
     char *k = run_relay_ops_key1(r, c, q);
@@ -178,7 +183,7 @@ static void run_relay_ops_single(struct run_relay *r, struct run_relay_conn *c, 
         return;
     struct run_relay_slot *s = NULL;
     int wants_slot = q->op == TS_COMPARE_SET || q->op == TS_GET || q->op == TS_ADD || q->op == TS_DELETE_KEY ||
-                     q->op == TS_BARRIER;
+                     q->op == TS_BARRIER || q->op == TS_QUEUE_POP || q->op == TS_QUEUE_LEN;
     if (wants_slot && !(s = run_relay_slot_new(r, c))) {
         free(k);
         return;
@@ -203,6 +208,19 @@ static void run_relay_ops_single(struct run_relay *r, struct run_relay_conn *c, 
     case TS_DELETE_KEY:
         if ((call = run_relay_ops_call(r, c, s, TS_DELETE_KEY)))
             RELAY_SUBMIT(call, muster_async_delete(r->up, k, 0, run_relay_ops_value_done, call));
+        break;
+    case TS_QUEUE_PUSH:
+        if ((call = run_relay_ops_call(r, c, NULL, TS_SET)))
+            RELAY_SUBMIT(call, muster_async_queue_push(r->up, k, q->b[1].p, q->b[1].len, 0, run_relay_ops_status_done,
+                                                       call));
+        break;
+    case TS_QUEUE_POP:
+        if ((call = run_relay_ops_call(r, c, s, TS_QUEUE_POP)))
+            RELAY_SUBMIT(call, muster_async_queue_pop(r->up, k, 0, run_relay_ops_value_done, call));
+        break;
+    case TS_QUEUE_LEN:
+        if ((call = run_relay_ops_call(r, c, s, TS_QUEUE_LEN)))
+            RELAY_SUBMIT(call, muster_async_queue_len(r->up, k, 0, run_relay_ops_value_done, call));
         break;
     case TS_GET: run_relay_comb_get(r, c, s, k); break;
     case TS_ADD: run_relay_comb_add(r, c, s, k, q->i64, 0); break;
@@ -356,6 +374,9 @@ static void run_relay_ops_now(struct run_relay *r, struct run_relay_conn *c, int
 void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q)
 {
     r->st.requests++;
+    /* Its next request after a queue push released it: the value is no longer promised (it pops it now). */
+    free(c->promised);
+    c->promised = NULL;
     /* What this request sends upstream must reach musterd after c's earlier one, gathered this turn. */
     if (q->op != TS_CANCEL_WAIT && q->op != TS_PING && q->op != TS_VALIDATE)
         run_relay_comb_flush_conn(r, c);
@@ -380,9 +401,6 @@ void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const
         run_relay_ops_now(r, c, TS_WAIT_CANCELED, 0, 0);
         return;
     case TS_PING: run_relay_ops_now(r, c, 0, 1, q->u32); return;
-    case TS_QUEUE_PUSH:
-    case TS_QUEUE_POP:
-    case TS_QUEUE_LEN:
     case TS_WATCH_KEY:
         r->st.unsupported++;
         run_relay_close(r, c, "%s (type byte %u) is not supported by the relay", tscodec_name(q->op), q->code);

@@ -69,7 +69,9 @@ typedef struct muster_reply {
     int64_t number;               /* add: the new value; delete: 1 when the key existed; check: 1 when
                                    * all were present; num_keys: the count; append: the new length;
                                    * barrier: the round; compare_set: 1 when it wrote; ping: the round
-                                   * trip in microseconds */
+                                   * trip in microseconds; wait: 1 when a queue push released it (one
+                                   * wait per push); queue_push: the length after; queue_pop: the
+                                   * length before (value holds the value when > 0); queue_len: it */
     size_t n;                     /* multi_get: values; list: keys */
     const void *const *values;    /* multi_get: n values, with lens */
     const size_t *lens;
@@ -128,6 +130,11 @@ MUSTER_API int muster_async_check(muster_t *m, const char *const *keys, size_t n
                                   muster_callback cb, void *arg);
 MUSTER_API int muster_async_wait(muster_t *m, const char *const *keys, size_t n, uint32_t timeout_ms,
                                  muster_callback cb, void *arg);
+/* A wait for one key whose queue counts as present only with more than skip values when it is parked
+ * (a push releases it whatever skip says): for a caller that waits for several parties at once and was
+ * handed skip values for some of them, which have not popped them yet (muster run's relay). */
+MUSTER_API int muster_async_wait_skip(muster_t *m, const char *key, uint64_t skip, uint32_t timeout_ms,
+                                      muster_callback cb, void *arg);
 /* As muster_wait_count. */
 MUSTER_API int muster_async_wait_count(muster_t *m, const char *key, int64_t at_least, uint32_t timeout_ms,
                                        muster_callback cb, void *arg);
@@ -142,6 +149,12 @@ MUSTER_API int muster_async_append(muster_t *m, const char *key, const void *val
 MUSTER_API int muster_async_list(muster_t *m, const char *prefix, const char *after, uint32_t limit,
                                  uint32_t timeout_ms, muster_callback cb, void *arg);
 MUSTER_API int muster_async_ping(muster_t *m, uint32_t timeout_ms, muster_callback cb, void *arg);
+MUSTER_API int muster_async_queue_push(muster_t *m, const char *key, const void *value, size_t len,
+                                       uint32_t timeout_ms, muster_callback cb, void *arg);
+MUSTER_API int muster_async_queue_pop(muster_t *m, const char *key, uint32_t timeout_ms, muster_callback cb,
+                                      void *arg);
+MUSTER_API int muster_async_queue_len(muster_t *m, const char *key, uint32_t timeout_ms, muster_callback cb,
+                                      void *arg);
 /* fetch_key NULL: a plain barrier; else the release also answers with that
  * key's value (MUSTER_ENOTFOUND when absent; number still holds the round). */
 MUSTER_API int muster_async_barrier(muster_t *m, const char *name, uint32_t count, const char *fetch_key,

@@ -56,12 +56,13 @@
  * deadline, say hello again with the same namespace and token, and then:
  *   - an op answered NOT_LEADER never ran: it is sent to the leader;
  *   - set, get, delete, check, wait, num_keys, multi_get, multi_set, list,
- *     ping, watch and unwatch in flight on the lost connection are sent
- *     again; waits (get/multi_get with wait, muster_wait) with the time
- *     left of the caller's timeout;
- *   - add, compare_set, append, barrier and rdzv_join in flight may or may
- *     not have run: they return MUSTER_ECONN (retryable, the handle is
- *     usable again) and are never repeated by the library;
+ *     ping, watch, unwatch and queue_len in flight on the lost connection
+ *     are sent again; waits (get/multi_get with wait, muster_wait) with
+ *     the time left of the caller's timeout;
+ *   - add, compare_set, append, barrier, rdzv_join, queue_push and
+ *     queue_pop in flight may or may not have run: they return MUSTER_ECONN
+ *     (retryable, the handle is usable again) and are never repeated by
+ *     the library;
  *   - pipelines classify each unanswered op the same way: a lost add's
  *     muster_pipeline_result() is MUSTER_ECONN, the others are answered;
  *   - watches are registered again and keep the ids the caller holds;
@@ -292,6 +293,19 @@ MUSTER_API int muster_multi_set(muster_t *m, const char *const *keys, const void
 /* Append to key (created when absent); *length (may be NULL) gets the new size. */
 MUSTER_API int muster_append(muster_t *m, const char *key, const void *value, size_t len, uint64_t *length,
                              uint32_t timeout_ms);
+/* TCPStore's queues (its QUEUE_PUSH, QUEUE_POP, QUEUE_LEN), beside the
+ * keys: a key may hold a value and a queue; a non-empty queue makes its key
+ * present to muster_check and muster_wait, and a push releases one parked
+ * wait (a blocking pop is muster_wait, then muster_queue_pop).  In memory
+ * only: not kept by --data-dir, not replicated, not listed as keys.
+ * Push: *length (may be NULL) gets the length after.  Pop: *before is the
+ * length before; *value (muster_free) and *len hold the oldest value when
+ * *before > 0, else *value is NULL. */
+MUSTER_API int muster_queue_push(muster_t *m, const char *key, const void *value, size_t len, uint64_t *length,
+                                 uint32_t timeout_ms);
+MUSTER_API int muster_queue_pop(muster_t *m, const char *key, uint64_t *before, void **value, size_t *len,
+                                uint32_t timeout_ms);
+MUSTER_API int muster_queue_len(muster_t *m, const char *key, uint64_t *length, uint32_t timeout_ms);
 /* One page of keys with prefix after `after` (NULL = from the start), at
  * most limit (0 = server max).  *keys is an array of NUL-terminated strings
  * (free with muster_free_list(keys, n)); *more says another page exists. */

@@ -16,6 +16,7 @@
 #include "status.h"
 #include "rdzv.h"
 #include "stats.h"
+#include "queues.h"
 #include "waiters.h"
 #include "watch.h"
 
@@ -164,19 +165,20 @@ void core_ns_init(struct core *core, struct ns *ns, uint64_t max_keys, uint64_t 
     ks_init(&ns->ks, max_keys, max_bytes, max_value, core->stats, core_ns_changed, ns);
 }
 
-/* Free ns's state (rendezvous, waiters, barriers, watches, keys), not ns itself. */
+/* Free ns's state (rendezvous, waiters, barriers, watches, queues, keys), not ns itself. */
 void core_ns_fini(struct ns *ns)
 {
     rdzv_ns_destroy(ns);
     waiters_ns_destroy(ns);
+    queues_ns_destroy(ns);
     barrier_ns_destroy(ns);
     watch_ns_fini(ns);
     ks_fini(&ns->ks);
 }
 
-/* Whether ns's state holds nothing (no keys, parked requests, barriers, rendezvous state or watches). */
+/* Whether ns's state holds nothing (no keys, queues, parked requests, barriers, rendezvous state or watches). */
 int core_ns_empty(const struct ns *ns)
 {
     return ns->ks.count == 0 && ns->nwaiters == 0 && !ns->waiters && !ns->wkeys && !ns->barriers && !ns->rdzv &&
-           !ns->watches;
+           !ns->watches && !ns->queues;
 }

@@ -82,6 +82,8 @@ struct ns {
     void *rdzv;               /* rendezvous state, owned by rdzv.c */
     size_t nwaiters;          /* parked requests of any kind (the max_waiters_per_ns count) */
     struct watch *watches;    /* prefix watches, newest first (watch.c) */
+    struct queue *queues;     /* TCPStore's queues, by key (queues.c) */
+    uint64_t queue_items, queue_bytes; /* queued values, and their keys' and values' bytes */
     core_change_fn on_change; /* the owner's reaction to a key change, or NULL */
     void *owner;              /* the owner's part, never read here */
     char name[];

@@ -15,6 +15,7 @@
 #include <utlist.h>
 
 #include "core.h"
+#include "queues.h"
 #include "status.h"
 #include "stats.h"
 
@@ -103,8 +104,14 @@ static int waiters_holds(const struct waiter *w, size_t i)
     const struct ks_entry *e = ks_get(&w->ns->ks, w->keys[i], w->klens[i]);
     int64_t n;
     if (!e)
-        return 0;
+        return w->queues && queues_len(w->ns, w->keys[i], w->klens[i]) > w->skip;
     return !w->counting || (ks_entry_int(e, &n) == 0 && n >= w->at_least);
+}
+
+/* Whether key is present to a queue-aware wait: it holds a value, or its queue holds more than skip values. */
+int waiters_present(const struct ns *ns, const char *key, size_t klen, uint64_t skip)
+{
+    return ks_get(&ns->ks, key, klen) != NULL || queues_len(ns, key, klen) > skip;
 }
 
 /* Park again every key of w that does not hold now; the new missing count. */
@@ -159,8 +166,9 @@ static struct waiter *waiters_alloc(const char *const *keys, const size_t *klens
 
 /* Park a waiter for keys (for the count at_least of its one key when counting) with a deadline. */
 static struct waiter *waiters_park_as(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
-                                      int counting, int64_t at_least, uint32_t timeout_ms, waiter_done_fn done,
-                                      void *owner, struct core_share *share, uint64_t id, int kind, int *status)
+                                      int counting, int64_t at_least, int queues, uint64_t skip, uint32_t timeout_ms,
+                                      waiter_done_fn done, void *owner, struct core_share *share, uint64_t id,
+                                      int kind, int *status)
 {
     struct core *core = ns->core;
     if ((*status = core_waiter_take(core, &ns->nwaiters, share)) != CORE_OK)
@@ -182,6 +190,8 @@ static struct waiter *waiters_park_as(struct ns *ns, const char *const *keys, co
     w->kind = kind;
     w->counting = counting;
     w->at_least = at_least;
+    w->queues = queues;
+    w->skip = skip;
     w->timeout_ms = timeout_ms;
     DL_PREPEND(ns->waiters, w);
     core->hooks.timer_arm(w->timer, timeout_ms);
@@ -197,7 +207,15 @@ struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t
                             uint32_t timeout_ms, waiter_done_fn done, void *owner, struct core_share *share, uint64_t id,
                             int kind, int *status)
 {
-    return waiters_park_as(ns, keys, klens, n, 0, 0, timeout_ms, done, owner, share, id, kind, status);
+    return waiters_park_as(ns, keys, klens, n, 0, 0, 0, 0, timeout_ms, done, owner, share, id, kind, status);
+}
+
+/* Park a waiter for keys or non-empty queues; see waiters.h. */
+struct waiter *waiters_park_queued(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
+                                   uint64_t skip, uint32_t timeout_ms, waiter_done_fn done, void *owner,
+                                   struct core_share *share, uint64_t id, int kind, int *status)
+{
+    return waiters_park_as(ns, keys, klens, n, 0, 0, 1, skip, timeout_ms, done, owner, share, id, kind, status);
 }
 
 /* Park a waiter until key holds a count of at least at_least; see waiters.h. */
@@ -206,7 +224,7 @@ struct waiter *waiters_park_count(struct ns *ns, const char *key, size_t klen, i
                                   uint64_t id, int kind, int *status)
 {
     const char *keys[1] = {key};
-    return waiters_park_as(ns, keys, &klen, 1, 1, at_least, timeout_ms, done, owner, share, id, kind, status);
+    return waiters_park_as(ns, keys, &klen, 1, 1, at_least, 0, 0, timeout_ms, done, owner, share, id, kind, status);
 }
 
 /* Free a waiter without calling done (its owner went away). */
@@ -261,6 +279,40 @@ void waiters_key_set(struct ns *ns, const char *key, size_t klen)
             waiters_enqueue(l->w);
     }
     free(wk);
+}
+
+/* Whether every key of w holds now, key (of klen bytes, just pushed to) whatever its queue's length. */
+static int waiters_all_hold(const struct waiter *w, const char *key, size_t klen)
+{
+    for (size_t i = 0; i < w->nkeys; i++) {
+        int pushed = w->klens[i] == klen && memcmp(w->keys[i], key, klen) == 0;
+        if (!pushed && !waiters_holds(w, i))
+            return 0;
+    }
+    return 1;
+}
+
+/* A value was pushed to key's queue: complete the oldest queue-aware waiter it completes.  Unlike a set,
+ * this completes at once rather than from the wake event, so that each push releases exactly one waiter
+ * even when several pushes come in one loop turn; the others stay linked to the key for the next push. */
+void waiters_queue_pushed(struct ns *ns, const char *key, size_t klen)
+{
+    struct wkey *wk = NULL;
+    HASH_FIND(hh, ns->wkeys, key, klen, wk);
+    if (!wk)
+        return;
+    /* Links are prepended: the oldest is the list's tail, head->prev. */
+    for (struct wlink *l = wk->head->prev;; l = l->prev) {
+        struct waiter *w = l->w;
+        if (w->queues && !w->queued && waiters_all_hold(w, key, klen)) {
+            stats_inc(ns->core->stats, STAT_WAITS_WOKEN);
+            w->by_queue = 1;
+            waiters_complete(w, CORE_OK);
+            return;
+        }
+        if (l == wk->head)
+            return;
+    }
 }
 
 /* Complete every waiter of ns with status (SHUTTING_DOWN on drain). */

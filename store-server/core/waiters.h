@@ -37,6 +37,9 @@ struct waiter {
     int kind;        /* the front end's tag for what to answer */
     uint32_t timeout_ms;
     int counting;       /* waiters_park_count's: its one key must hold a count of at least at_least */
+    int queues;         /* waiters_park_queued's: a non-empty queue makes its key present */
+    int by_queue;       /* completed by a queue push (one waiter per push) */
+    uint64_t skip;      /* a queue counts as present only with more values than this, but for its own push */
     int64_t at_least;
     size_t nkeys, missing;
     char **keys;     /* copies, NUL-terminated */
@@ -59,6 +62,16 @@ struct waiter *waiters_park(struct ns *ns, const char *const *keys, const size_t
 struct waiter *waiters_park_count(struct ns *ns, const char *key, size_t klen, int64_t at_least,
                                   uint32_t timeout_ms, waiter_done_fn done, void *owner, struct core_share *share,
                                   uint64_t id, int kind, int *status);
+/* As waiters_park, but a key whose queue holds more than skip values (queues.c) is present too, and a queue
+ * push releases the waiter (the oldest one it completes, one per push): TCPStore's WAIT and CHECK. */
+struct waiter *waiters_park_queued(struct ns *ns, const char *const *keys, const size_t *klens, size_t n,
+                                   uint64_t skip, uint32_t timeout_ms, waiter_done_fn done, void *owner,
+                                   struct core_share *share, uint64_t id, int kind, int *status);
+/* A value was pushed to key's queue: complete the oldest queue-aware waiter it leaves with every key present
+ * (at once, so a second push finds the next one); the others wait on. */
+void waiters_queue_pushed(struct ns *ns, const char *key, size_t klen);
+/* Whether key is present to a queue-aware wait: it holds a value, or its queue holds more than skip values. */
+int waiters_present(const struct ns *ns, const char *key, size_t klen, uint64_t skip);
 /* Free a waiter without calling done (its owner went away). */
 void waiters_cancel(struct waiter *w);
 /* A key was set: count it off for every waiter missing it, completing those with nothing left. */

@@ -11,6 +11,7 @@
 
 #include "conn.h"
 #include "ns.h"
+#include "queues.h"
 #include "server.h"
 #include "waiters.h"
 
@@ -115,6 +116,7 @@ static void kvops_wait_done(struct waiter *w, int status)
         kvops_reply_values(c, w->id, w->keys, w->klens, w->nkeys);
     } else {
         Muster__WaitRes r = MUSTER__WAIT_RES__INIT;
+        r.queue = w->by_queue != 0;
         conn_reply(c, w->id, MUSTER__STATUS__OK, NULL, &r.base);
     }
 }
@@ -125,18 +127,20 @@ static void kvops_wait_cancel(void *arg)
     waiters_cancel(arg);
 }
 
-/* Park request id of c until keys exist (at_least > 0: until its one key counts that high), answering errors
- * itself. */
+/* Park request id of c until keys exist (at_least > 0: until its one key counts that high; a wait: or its
+ * queue holds more than skip values), answering errors itself. */
 static void kvops_park(struct conn *c, uint64_t id, enum kvops_kind kind, char *const *keys, size_t n,
-                       uint32_t timeout_ms, int64_t at_least)
+                       uint32_t timeout_ms, int64_t at_least, uint64_t skip)
 {
     int st;
     uint32_t t = core_timeout(&c->srv->core, timeout_ms);
     struct waiter *w =
-        at_least > 0 ? waiters_park_count(c->ns, keys[0], strlen(keys[0]), at_least, t, kvops_wait_done, c, &c->share,
-                                          id, kind, &st)
-                     : waiters_park(c->ns, (const char *const *)keys, NULL, n, t, kvops_wait_done, c, &c->share, id,
-                                    kind, &st);
+        at_least > 0   ? waiters_park_count(c->ns, keys[0], strlen(keys[0]), at_least, t, kvops_wait_done, c,
+                                            &c->share, id, kind, &st)
+        : kind == KV_WAIT ? waiters_park_queued(c->ns, (const char *const *)keys, NULL, n, skip, t, kvops_wait_done,
+                                             c, &c->share, id, kind, &st)
+                        : waiters_park(c->ns, (const char *const *)keys, NULL, n, t, kvops_wait_done, c, &c->share, id,
+                                       kind, &st);
     if (!w) {
         conn_reply(c, id, st,
                    st == MUSTER__STATUS__LIMIT ? core_waiter_why(&c->srv->core, &c->ns->nwaiters, &c->share)
@@ -150,12 +154,15 @@ static void kvops_park(struct conn *c, uint64_t id, enum kvops_kind kind, char *
     }
 }
 
-/* Index of the first of n keys that is absent, or n when all exist. */
-static size_t kvops_first_missing(struct conn *c, char *const *keys, size_t n)
+/* Index of the first of n keys that is absent, or n when all exist (queues: a queue of more than skip values
+ * makes its key present, as for check and wait). */
+static size_t kvops_first_missing(struct conn *c, char *const *keys, size_t n, int queues, uint64_t skip)
 {
-    for (size_t i = 0; i < n; i++)
-        if (!ks_get(kvops_ks(c), keys[i], strlen(keys[i])))
+    for (size_t i = 0; i < n; i++) {
+        size_t klen = strlen(keys[i]);
+        if (queues ? !waiters_present(c->ns, keys[i], klen, skip) : !ks_get(kvops_ks(c), keys[i], klen))
             return i;
+    }
     return n;
 }
 
@@ -185,7 +192,7 @@ void kvops_get(struct conn *c, Muster__Request *req)
     else if (!g->wait)
         kvops_key_error(c, req->id, MUSTER__STATUS__NOT_FOUND, "key not found", g->key);
     else
-        kvops_park(c, req->id, KV_GET, &g->key, 1, g->timeout_ms, 0);
+        kvops_park(c, req->id, KV_GET, &g->key, 1, g->timeout_ms, 0, 0);
 }
 
 /* add: int64 kept as decimal text. */
@@ -234,7 +241,7 @@ void kvops_check(struct conn *c, Muster__Request *req)
 {
     Muster__CheckReq *q = req->check;
     Muster__CheckRes r = MUSTER__CHECK_RES__INIT;
-    r.all_present = kvops_first_missing(c, q->keys, q->n_keys) == q->n_keys;
+    r.all_present = kvops_first_missing(c, q->keys, q->n_keys, 1, 0) == q->n_keys;
     conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
 }
 
@@ -250,19 +257,20 @@ static int kvops_counts(struct conn *c, const char *key, int64_t at_least)
 void kvops_wait(struct conn *c, Muster__Request *req)
 {
     Muster__WaitReq *q = req->wait;
-    if (q->at_least < 0 || (q->at_least > 0 && q->n_keys != 1)) {
-        conn_replyf(c, req->id, MUSTER__STATUS__BAD_REQUEST, "wait with at_least %lld takes one key, not %zu",
-                    (long long)q->at_least, q->n_keys);
+    if (q->at_least < 0 || ((q->at_least > 0 || q->skip > 0) && q->n_keys != 1) || (q->at_least && q->skip)) {
+        conn_replyf(c, req->id, MUSTER__STATUS__BAD_REQUEST,
+                    "wait with at_least %lld or skip %llu takes one key and not both, not %zu keys",
+                    (long long)q->at_least, (unsigned long long)q->skip, q->n_keys);
         return;
     }
     int done = q->at_least > 0 ? kvops_counts(c, q->keys[0], q->at_least)
-                               : kvops_first_missing(c, q->keys, q->n_keys) == q->n_keys;
+                               : kvops_first_missing(c, q->keys, q->n_keys, 1, q->skip) == q->n_keys;
     if (done) {
         Muster__WaitRes r = MUSTER__WAIT_RES__INIT;
         conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
         return;
     }
-    kvops_park(c, req->id, KV_WAIT, q->keys, q->n_keys, q->timeout_ms, q->at_least);
+    kvops_park(c, req->id, KV_WAIT, q->keys, q->n_keys, q->timeout_ms, q->at_least, q->skip);
 }
 
 /* num_keys: keys in the namespace. */
@@ -277,13 +285,13 @@ void kvops_num_keys(struct conn *c, Muster__Request *req)
 void kvops_multi_get(struct conn *c, Muster__Request *req)
 {
     Muster__MultiGetReq *q = req->multi_get;
-    size_t miss = kvops_first_missing(c, q->keys, q->n_keys);
+    size_t miss = kvops_first_missing(c, q->keys, q->n_keys, 0, 0);
     if (miss == q->n_keys)
         kvops_reply_values(c, req->id, q->keys, NULL, q->n_keys);
     else if (!q->wait)
         kvops_key_error(c, req->id, MUSTER__STATUS__NOT_FOUND, "key not found", q->keys[miss]);
     else
-        kvops_park(c, req->id, KV_MULTI_GET, q->keys, q->n_keys, q->timeout_ms, 0);
+        kvops_park(c, req->id, KV_MULTI_GET, q->keys, q->n_keys, q->timeout_ms, 0, 0);
 }
 
 /* Whether all n writes of a multi_set fit the namespace limits together; wire status. */
@@ -432,5 +440,44 @@ void kvops_ping(struct conn *c, Muster__Request *req)
 {
     Muster__PingRes r = MUSTER__PING_RES__INIT;
     r.payload = req->ping->payload;
+    conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
+}
+
+/* queue_push: append to the key's queue (queues.c), releasing one parked wait it completes. */
+void kvops_queue_push(struct conn *c, Muster__Request *req)
+{
+    Muster__QueuePushReq *q = req->queue_push;
+    uint8_t *val = q->value.data;
+    q->value.data = NULL; /* taken by the queue, as set takes it */
+    uint64_t len = 0;
+    int st = queues_push(c->ns, q->key, strlen(q->key), val, q->value.len, &len);
+    if (st != MUSTER__STATUS__OK) {
+        kvops_write_error(c, req->id, st, q->key);
+        return;
+    }
+    Muster__QueuePushRes r = MUSTER__QUEUE_PUSH_RES__INIT;
+    r.length = len;
+    conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
+}
+
+/* queue_pop: the length before the pop, and the oldest value when there was one. */
+void kvops_queue_pop(struct conn *c, Muster__Request *req)
+{
+    Muster__QueuePopReq *q = req->queue_pop;
+    Muster__QueuePopRes r = MUSTER__QUEUE_POP_RES__INIT;
+    uint8_t *val;
+    size_t vlen;
+    queues_pop(c->ns, q->key, strlen(q->key), &r.length, &val, &vlen);
+    r.value.data = val;
+    r.value.len = vlen;
+    conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
+    free(val);
+}
+
+/* queue_len: the queue's length. */
+void kvops_queue_len(struct conn *c, Muster__Request *req)
+{
+    Muster__QueueLenRes r = MUSTER__QUEUE_LEN_RES__INIT;
+    r.length = queues_len(c->ns, req->queue_len->key, strlen(req->queue_len->key));
     conn_reply(c, req->id, MUSTER__STATUS__OK, NULL, &r.base);
 }

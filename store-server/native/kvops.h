@@ -32,5 +32,11 @@ void kvops_append(struct conn *c, Muster__Request *req);
 void kvops_list(struct conn *c, Muster__Request *req);
 /* ping: echo the payload (allowed before hello). */
 void kvops_ping(struct conn *c, Muster__Request *req);
+/* queue_push: append to the key's queue, releasing one parked wait. */
+void kvops_queue_push(struct conn *c, Muster__Request *req);
+/* queue_pop: the length before the pop, and the oldest value. */
+void kvops_queue_pop(struct conn *c, Muster__Request *req);
+/* queue_len: the queue's length. */
+void kvops_queue_len(struct conn *c, Muster__Request *req);
 
 #endif

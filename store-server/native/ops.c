@@ -74,6 +74,9 @@ static const struct op_row ops_rows[OPS_SLOTS] = {
     OP(RDZV_LEAVE, op_rdzv_leave, NO_FIELDS),
     OP(RDZV_HEARTBEAT, op_rdzv_heartbeat, NO_FIELDS),
     OP(RDZV_REPORT, op_rdzv_report, F_PREFIX(Muster__RdzvReportReq, node_id)),
+    OP(QUEUE_PUSH, kvops_queue_push, F_KEY(Muster__QueuePushReq, key), F_VALUE(Muster__QueuePushReq, value)),
+    OP(QUEUE_POP, kvops_queue_pop, F_KEY(Muster__QueuePopReq, key)),
+    OP(QUEUE_LEN, kvops_queue_len, F_KEY(Muster__QueueLenReq, key)),
 };
 
 _Static_assert(OPS_SLOTS <= STATS_OP_SLOTS, "per-op counters need a slot per op case");

@@ -499,7 +499,6 @@ void tcpstore_fini(struct server *srv)
     while (ts->conns)
         tcpstore_free(&ts->conns->life);
     listener_close(ts->listener);
-    tspark_fini(ts);
     tswatch_fini(ts);
     if (ts->ns) {
         ns_attach(ts->ns, NULL, NULL);

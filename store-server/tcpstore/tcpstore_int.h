@@ -1,7 +1,7 @@
 /*
  * Internals shared by the TCPStore front end's files: tcpstore.c (listener,
  * connections, input loop, replies), tcpstore_ops.c (the op table and handlers),
- * tcpstore_park.c (parked WAIT and BARRIER callers, queues) and
+ * tcpstore_park.c (parked WAIT and BARRIER callers, the core's queues) and
  * tcpstore_watch.c (the old numbering's WATCH_KEY).  The wire codec (numberings,
  * grammars, the incremental request decoder, reply encoding) is proto/tscodec.c,
  * shared with the relay of `muster run`.
@@ -47,37 +47,10 @@ struct ts_conn {
     struct source *src;      /* its address's entry (source.c), or NULL */
 };
 
-/* A parked WAIT (core waiter plus queue links) or BARRIER caller. */
-struct ts_qlink {
-    struct ts_park *p;
-    struct tsq *q;
-    struct ts_qlink *prev, *next;
-};
-
+/* A parked WAIT or BARRIER caller: its core waiter. */
 struct ts_park {
     struct ts_conn *c;
-    struct waiter *w;       /* the core waiter: WAIT's on keys absent from the keyspace, BARRIER's on a count */
-    size_t n;               /* WAIT: its keys (taken from the request) */
-    char **keys;
-    size_t *klens;
-    struct ts_qlink *qlinks; /* WAIT: one per key, linked while the key is missing */
-};
-
-/* One queued value. */
-struct ts_qitem {
-    struct ts_qitem *next;
-    uint8_t *data; /* malloc'd, taken from the request */
-    size_t len;
-};
-
-/* A queue (separate from the key-value map, as in TCPStore), with the WAITs parked on its key. */
-struct tsq {
-    UT_hash_handle hh;
-    struct ts_qitem *head, *tail;
-    size_t len;
-    struct ts_qlink *whead; /* parked WAITs missing the key, oldest first (utlist) */
-    size_t klen;
-    char key[];
+    struct waiter *w; /* WAIT's on its keys (queue-aware), BARRIER's on a count */
 };
 
 /* A WATCH_KEY registration: one connection's watch of one key. */
@@ -107,9 +80,7 @@ struct tcpstore {
     struct tscodec_limits lim; /* --tcpstore-max-key, -value, -keys-per-request, -request */
     struct ts_conn *conns;
     size_t nconns;
-    struct tsq *queues;
     struct ts_wkey *wkeys;
-    uint64_t queue_items, queue_bytes;
     uint64_t next_id;
 };
 
@@ -134,7 +105,7 @@ const char *tcpstore_peer(struct ts_conn *c);
 void tsops_dispatch(struct ts_conn *c, struct ts_req *r);
 
 /* tcpstore_park.c: parked callers and queues. */
-/* WAIT: answer STOP_WAITING now when every key is present, else park c (taking r's key list). */
+/* WAIT: answer STOP_WAITING now when every key is present, else park c. */
 void tspark_wait(struct ts_conn *c, struct ts_req *r);
 /* BARRIER: count the arrival at key; answer or park c. */
 void tspark_barrier(struct ts_conn *c, const char *key, size_t klen, int64_t world_size);
@@ -150,8 +121,6 @@ int tspark_queue_push(struct ts_conn *c, const char *key, size_t klen, uint8_t *
 void tspark_queue_pop(struct ts_conn *c, const char *key, size_t klen);
 /* The length of the queue at key. */
 size_t tspark_queue_len(struct tcpstore *ts, const char *key, size_t klen);
-/* Free every queue and barrier key (at exit; parked callers are gone by then). */
-void tspark_fini(struct tcpstore *ts);
 
 /* tcpstore_watch.c: WATCH_KEY (old numbering). */
 /* WATCH_KEY: register a watch of key for c and answer KEY_CALLBACK_REGISTERED. */

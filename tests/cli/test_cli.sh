@@ -80,6 +80,18 @@ expect 1 "barrier --fetch of an absent key" barrier fetched 1 --fetch nothing
 expect 0 "ping" ping
 expect 0 "num-keys" num-keys
 expect_out "2" "num-keys counts the namespace's keys"
+expect 0 "queue-push" queue-push jobs first
+expect_out "1" "queue-push prints the length"
+expect 0 "queue-push again" queue-push jobs second
+expect 0 "queue-len" queue-len jobs
+expect_out "2" "queue-len prints the length"
+expect 0 "queue-pop" queue-pop jobs
+expect_out "first" "queue-pop prints the oldest value"
+expect 0 "queue-pop --wait of a non-empty queue" queue-pop jobs --wait
+expect_out "second" "queue-pop takes values in order"
+expect 1 "queue-pop of an empty queue" queue-pop jobs
+expect 0 "queues are not keys" num-keys
+expect_out "2" "num-keys leaves queues out"
 expect 0 "keys" keys ""
 expect 0 "--url flag wins over MUSTER_URL" --url "tcp://127.0.0.1:$port/other" set k v
 expect 1 "other namespace is separate" get k

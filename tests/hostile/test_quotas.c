@@ -60,6 +60,30 @@ out:
     muster_close(b);
 }
 
+/* Queued values count as keys of their namespace: at --max-keys-per-ns (keys and queued values together) a
+ * push is refused and counted, the queue keeps what it had, and a pop frees a slot. */
+static void t_queue_quota(struct h_daemon *d)
+{
+    muster_t *m = hc_connect(d, "quota-q", NULL);
+    uint64_t len = 0, before = 0;
+    void *val = NULL;
+    size_t vlen = 0;
+    if (!m)
+        return;
+    CHECK_EQ(hc_set_str(m, "a-key", "v"), MUSTER_OK);
+    for (int i = 1; i < T_KEYS; i++)
+        CHECK_EQ(muster_queue_push(m, "q", "x", 1, &len, 3000), MUSTER_OK);
+    long long over = h_stat(d, "limit_keys_per_ns");
+    CHECK_EQ(muster_queue_push(m, "q", "y", 1, &len, 3000), MUSTER_ELIMIT);
+    CHECK_EQ(h_stat(d, "limit_keys_per_ns"), over + 1);
+    CHECK_EQ(muster_queue_len(m, "q", &len, 3000), MUSTER_OK);
+    CHECK_EQ(len, T_KEYS - 1);
+    CHECK_EQ(muster_queue_pop(m, "q", &before, &val, &vlen, 3000), MUSTER_OK);
+    muster_free(val);
+    CHECK_EQ(muster_queue_push(m, "q", "y", 1, &len, 3000), MUSTER_OK);
+    muster_close(m);
+}
+
 /* A namespace at --max-bytes-per-ns: a value that would pass it is refused and counted, the stored
  * values stay whole, and a smaller overwrite fits. */
 static void t_bytes_per_ns(struct h_daemon *d)
@@ -289,6 +313,7 @@ int main(void)
     if (h_start(&d, args) != 0)
         return h_finish();
     H_RUN(t_keys_per_ns, &d);
+    H_RUN(t_queue_quota, &d);
     H_RUN(t_bytes_per_ns, &d);
     H_RUN(t_keys_per_request, &d);
     CHECK_EQ(h_stop(&d), 0);

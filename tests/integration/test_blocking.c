@@ -2,13 +2,17 @@
  * Integration tests of blocking ops: a parked get released by another
  * client's set, server-enforced timeouts (the answer comes near the deadline
  * and the same handle keeps working), reusable barriers, barrier rounds
- * that timed-out arrivals leave, barriers that answer with a key's value, and
- * waits for a key's count.
+ * that timed-out arrivals leave, barriers that answer with a key's value,
+ * waits for a key's count, and TCPStore's queues.
  */
+#include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <muster/async.h>
 
 #include "hclient.h"
 #include "raw.h"
@@ -380,6 +384,128 @@ out:
     muster_close(other);
 }
 
+/* One async wait's outcome. */
+struct t_qwait {
+    int done, err;
+    int64_t by_queue;
+};
+
+/* Completion of an async wait: note how it ended. */
+static void t_qwait_done(muster_t *m, const muster_reply *rep, void *arg)
+{
+    (void)m;
+    struct t_qwait *w = arg;
+    w->done = 1;
+    w->err = rep->err;
+    w->by_queue = rep->number;
+}
+
+/* Drive m's async calls until cond() of arg holds or ms pass. */
+static void t_pump(muster_t *m, int ms, int (*cond)(void *), void *arg)
+{
+    int64_t end = h_now_ms() + ms;
+    while (!cond(arg) && h_now_ms() < end) {
+        struct pollfd p = {.fd = muster_async_fd(m), .events = POLLIN};
+        if (muster_async_events(m) & MUSTER_ASYNC_WRITE)
+            p.events |= POLLOUT;
+        int n = poll(&p, 1, 20);
+        muster_async_handle(m, n > 0 ? ((p.revents & POLLIN ? MUSTER_ASYNC_READ : 0) |
+                                        (p.revents & POLLOUT ? MUSTER_ASYNC_WRITE : 0))
+                                     : 0);
+    }
+}
+
+/* How many of three waits are done. */
+static int t_ndone(const struct t_qwait *w)
+{
+    return w[0].done + w[1].done + w[2].done;
+}
+
+/* Whether the wait at arg is done. */
+static int t_one(void *arg)
+{
+    return ((struct t_qwait *)arg)->done;
+}
+
+/* Never: pump for the whole time. */
+static int t_never(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+/* Queues (TCPStore's, beside the keys): FIFO with the length before each pop, not keys; a non-empty queue
+ * makes its key present to check and wait; each push releases one parked wait, the oldest, with queue set;
+ * a wait that skips the values promised to others parks although the queue is not empty; queued values
+ * count against the namespace's key limit. */
+static void t_queues(const struct h_daemon *d)
+{
+    muster_t *m = hc_connect(d, "blkq", NULL), *w = hc_connect(d, "blkq", NULL);
+    uint64_t len = 0, before = 0, nkeys = 7;
+    void *val = NULL;
+    size_t vlen = 0;
+    int present = 0;
+    const char *q = "q/1";
+    CHECK(m && w);
+    if (!m || !w)
+        goto out;
+    CHECK_EQ(muster_queue_pop(m, q, &before, &val, &vlen, 5000), MUSTER_OK);
+    CHECK(before == 0 && val == NULL);
+    CHECK_EQ(muster_check(m, &q, 1, &present, 5000), MUSTER_OK);
+    CHECK_EQ(present, 0);
+    CHECK_EQ(muster_queue_push(m, q, "a", 1, &len, 5000), MUSTER_OK);
+    CHECK_EQ(len, 1);
+    CHECK_EQ(muster_queue_push(m, q, "bb", 2, &len, 5000), MUSTER_OK);
+    CHECK_EQ(len, 2);
+    CHECK_EQ(muster_check(m, &q, 1, &present, 5000), MUSTER_OK);
+    CHECK_EQ(present, 1);
+    CHECK_EQ(muster_wait(m, &q, 1, 5000), MUSTER_OK);
+    CHECK_EQ(muster_num_keys(m, &nkeys, 5000), MUSTER_OK);
+    CHECK_EQ(nkeys, 0); /* queues are not keys */
+    CHECK_EQ(muster_queue_pop(m, q, &before, &val, &vlen, 5000), MUSTER_OK);
+    CHECK(before == 2 && vlen == 1 && val && memcmp(val, "a", 1) == 0);
+    muster_free(val);
+    CHECK_EQ(muster_queue_len(m, q, &len, 5000), MUSTER_OK);
+    CHECK_EQ(len, 1);
+    CHECK_EQ(muster_queue_pop(m, q, &before, &val, &vlen, 5000), MUSTER_OK);
+    CHECK(before == 1 && vlen == 2 && val && memcmp(val, "bb", 2) == 0);
+    muster_free(val);
+    /* Three waits parked in order; two pushes release the two oldest, one each, and say so. */
+    struct t_qwait ws[3] = {{0}};
+    const char *k = "q/2";
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(muster_async_wait(w, &k, 1, 10000, t_qwait_done, &ws[i]), MUSTER_OK);
+        t_pump(w, 50, t_never, NULL); /* sent, and parked in order */
+    }
+    CHECK_EQ(t_ndone(ws), 0);
+    CHECK_EQ(muster_queue_push(m, k, "x", 1, &len, 5000), MUSTER_OK);
+    t_pump(w, 3000, t_one, &ws[0]);
+    t_pump(w, 200, t_never, NULL);
+    CHECK(ws[0].done && !ws[1].done && !ws[2].done);
+    CHECK(ws[0].err == MUSTER_OK && ws[0].by_queue == 1);
+    CHECK_EQ(muster_queue_push(m, k, "y", 1, &len, 5000), MUSTER_OK);
+    t_pump(w, 3000, t_one, &ws[1]);
+    CHECK(ws[1].done && ws[1].err == MUSTER_OK && ws[1].by_queue == 1 && !ws[2].done);
+    /* Two values queued, both promised to the released waits: a wait that skips two parks; the next push
+     * goes to the oldest wait (ws[2]), the one after to it. */
+    struct t_qwait skip = {0};
+    CHECK_EQ(muster_async_wait_skip(w, k, 2, 10000, t_qwait_done, &skip), MUSTER_OK);
+    t_pump(w, 200, t_never, NULL);
+    CHECK(!skip.done);
+    CHECK_EQ(muster_queue_push(m, k, "z", 1, &len, 5000), MUSTER_OK);
+    t_pump(w, 3000, t_one, &ws[2]);
+    t_pump(w, 100, t_never, NULL);
+    CHECK(ws[2].done && !skip.done);
+    CHECK_EQ(muster_queue_push(m, k, "zz", 2, &len, 5000), MUSTER_OK);
+    t_pump(w, 3000, t_one, &skip);
+    CHECK(skip.done && skip.err == MUSTER_OK && skip.by_queue == 1);
+    CHECK_EQ(muster_queue_len(m, k, &len, 5000), MUSTER_OK);
+    CHECK_EQ(len, 4);
+out:
+    muster_close(m);
+    muster_close(w);
+}
+
 /* Run the blocking-op tests against one daemon. */
 int main(void)
 {
@@ -395,6 +521,7 @@ int main(void)
     H_RUN(t_barrier_rules, &d);
     H_RUN(t_barrier_fetch, &d);
     H_RUN(t_wait_count, &d);
+    H_RUN(t_queues, &d);
     CHECK_EQ(h_stop(&d), 0);
     return h_finish();
 }

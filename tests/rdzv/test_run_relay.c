@@ -8,7 +8,8 @@
  * answered in order; every waiter on one key is released by one SET and
  * reads its value; every arrival at one BARRIER is released once the last
  * comes; waits and a barrier parked at musterd are released by a native
- * client's writes from outside the relay; a worker that sends garbage is
+ * client's writes from outside the relay; blocking pops of one queue are
+ * released one per push; a worker that sends garbage is
  * closed and counted while the others go on.
  */
 #include <stdint.h>
@@ -324,6 +325,77 @@ out:
         close(bar);
 }
 
+/* Requests of one QUEUE_POP key: the length before, then the value when there was one. */
+static char *pop_value(int fd)
+{
+    int ok = 0;
+    struct tsw_buf b = {0};
+    tsw_u8(&b, TSW_QUEUE_POP);
+    tsw_str(&b, "jobs");
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
+    int64_t before = tsw_i64(fd, 5000, &ok);
+    return ok && before > 0 ? tsw_blob(fd, 5000, NULL) : NULL;
+}
+
+/* Blocking pops through the relay (WAIT, then QUEUE_POP, as torch's queue_pop does): NQ workers wait on
+ * one queue key (their waits combined upstream); each push of a native client releases exactly one of
+ * them, which pops the value pushed; the others stay parked; every value goes to exactly one worker. */
+#define NQ 6
+static void t_queue_waiters(uint16_t port)
+{
+    char prefix[64], k[128];
+    muster_t *m = outside_handle(prefix, sizeof prefix);
+    int fd[NQ], got[NQ] = {0};
+    struct tsw_buf b = {0};
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    snprintf(k, sizeof k, "%sjobs", prefix);
+    for (int i = 0; i < NQ; i++) {
+        fd[i] = tsw_open(port);
+        CHECK(fd[i] >= 0);
+        tsw_u8(&b, TSW_WAIT);
+        tsw_u64(&b, 1);
+        tsw_str(&b, "jobs");
+        if (fd[i] >= 0)
+            CHECK_EQ(tsw_send(fd[i], &b), 0);
+        b.n = 0;
+    }
+    tsw_free(&b);
+    CHECK(fd[0] < 0 || tsw_quiet(fd[0], 300));
+    int released_total = 0;
+    for (int round = 0; round < NQ; round++) {
+        char v[16];
+        uint64_t len;
+        snprintf(v, sizeof v, "job%d", round);
+        CHECK_EQ(muster_queue_push(m, k, v, strlen(v), &len, 5000), MUSTER_OK);
+        /* Exactly one waiter is released (its STOP_WAITING comes), and it pops this value. */
+        int released = -1, extra = 0;
+        for (int tries = 0; tries < 250 && released < 0; tries++)
+            for (int i = 0; i < NQ; i++)
+                if (fd[i] >= 0 && !got[i] && tsw_byte(fd[i], 1) == 0)
+                    released = i;
+        CHECK(released >= 0);
+        if (released < 0)
+            break;
+        for (int i = 0; i < NQ; i++)
+            if (i != released && fd[i] >= 0 && !got[i])
+                extra += !tsw_quiet(fd[i], 20);
+        CHECK_EQ(extra, 0);
+        char *popped = pop_value(fd[released]);
+        CHECK_STR(popped, v);
+        free(popped);
+        got[released] = 1;
+        released_total++;
+    }
+    CHECK_EQ(released_total, NQ);
+    for (int i = 0; i < NQ; i++)
+        if (fd[i] >= 0)
+            close(fd[i]);
+    muster_close(m);
+}
+
 /* A worker sends an unknown type byte in the middle of others' traffic: it is closed, the others'
  * ADDs and a waiter are answered. */
 static void t_garbage(uint16_t port)
@@ -374,6 +446,7 @@ static void t_relay(void *arg)
         t_waiters((uint16_t)port);
         t_barrier((uint16_t)port);
         t_outside((uint16_t)port);
+        t_queue_waiters((uint16_t)port);
         t_garbage((uint16_t)port);
     }
     snprintf(buf, sizeof buf, "%s/go", hr_out_dir);

@@ -3,8 +3,8 @@
  * default) or, with MUSTER_TEST_TS_TARGET=relay, the relay `muster run`
  * hosts for its workers, in front of a musterd of the suite's own.  The same
  * cases run against both, so the two servers cannot drift apart; where they
- * differ by design (the relay serves no queues and no WATCH_KEY, and keeps a
- * generation's keys under a prefix), a case asserts each one's answer.
+ * differ by design (the relay keeps a generation's keys under a prefix), a
+ * case asserts each one's answer.
  */
 #ifndef MUSTER_TEST_TSTARGET_H
 #define MUSTER_TEST_TSTARGET_H

@@ -88,7 +88,7 @@ static void t_failover_follows_list(void *unused)
     }
 }
 
-/* The ops sent again are the twelve libmuster documents (muster.h), spelled out here independently. */
+/* The ops sent again are the thirteen libmuster documents (muster.h), spelled out here independently. */
 static void t_resend_set(void *unused)
 {
     static const unsigned resend[] = {
@@ -96,6 +96,7 @@ static void t_resend_set(void *unused)
         MUSTER__REQUEST__OP_CHECK,     MUSTER__REQUEST__OP_WAIT,      MUSTER__REQUEST__OP_NUM_KEYS,
         MUSTER__REQUEST__OP_MULTI_GET, MUSTER__REQUEST__OP_MULTI_SET, MUSTER__REQUEST__OP_LIST,
         MUSTER__REQUEST__OP_PING,      MUSTER__REQUEST__OP_WATCH,     MUSTER__REQUEST__OP_UNWATCH,
+        MUSTER__REQUEST__OP_QUEUE_LEN,
     };
     unsigned n = 0;
     (void)unused;

@@ -40,7 +40,7 @@ static void t_every_case_has_row(void *unused)
         CHECK_STR(ops_name(f->id), f->name);
         CHECK(r->fn != NULL);
     }
-    CHECK_EQ(ops, 20);
+    CHECK_EQ(ops, 23);
 }
 
 /* Cases that are not ops have no row. */
