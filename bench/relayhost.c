@@ -111,6 +111,7 @@ int main(int argc, char **argv)
     struct run_relay_cfg cfg = {
         .lim = {.max_key = 8192, .max_value = UINT64_MAX, .max_keys = 131072, .max_request = 64u << 20},
         .max_conns = max_conns,
+        .max_watches = 4096,
         .max_output = 64u << 20,
         .request_timeout_ms = 30000,
     };

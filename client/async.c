@@ -20,6 +20,7 @@ struct async_call {
     void *arg;
     size_t n;          /* multi_get: the number of keys asked */
     int fetch;         /* barrier: a fetch key was given */
+    char *prefix;      /* watch on a failover handle: its prefix, recorded once it is answered */
 };
 
 /* Fill a multi_get reply's arrays (caller frees *vals and *lens); a muster_err. */
@@ -107,6 +108,21 @@ static void async_fill(const struct async_call *c, const struct flight_result *f
     }
 }
 
+/* A watch answered: its id (a failover handle records the watch, to register it again after a reconnect,
+ * and hands out its own id, as muster_watch does). */
+static int async_watched(muster_t *m, const struct async_call *c, uint64_t server_id, muster_reply *r)
+{
+    int rc = MUSTER_OK;
+    r->number = (int64_t)server_id;
+    if (!c->prefix)
+        return rc;
+    flight_lock(m);
+    rc = event_watch_add(m, c->prefix, server_id);
+    r->number = (int64_t)m->watch_seq;
+    flight_unlock(m);
+    return rc;
+}
+
 /* Completion of an asynchronous call: build its muster_reply and run the caller's callback. */
 static void async_done(muster_t *m, struct flight_result *fr, void *arg)
 {
@@ -122,6 +138,8 @@ static void async_done(muster_t *m, struct flight_result *fr, void *arg)
     size_t *lens = NULL;
     if (fr->rc == MUSTER_OK && fr->op == MUSTER__REQUEST__OP_MULTI_GET)
         r.err = async_multi(fr->resp->multi_get, c->n, &r, &vals, &lens);
+    else if (fr->rc == MUSTER_OK && fr->op == MUSTER__REQUEST__OP_WATCH)
+        r.err = async_watched(m, c, fr->resp->watch->watch_id, &r);
     else if (fr->rc == MUSTER_OK)
         async_fill(c, fr, &r);
     if (r.err != fr->rc && r.err != MUSTER_OK && r.detail == fr->detail)
@@ -132,6 +150,7 @@ static void async_done(muster_t *m, struct flight_result *fr, void *arg)
         c->cb(m, &r, c->arg);
     free(vals);
     free(lens);
+    free(c->prefix);
     free(c);
 }
 
@@ -144,7 +163,7 @@ static int async_submit(muster_t *m, int fill, struct kvreq *k, muster_callback 
     struct async_call *c = malloc(sizeof *c);
     int rc = MUSTER_ENOMEM;
     if (c) {
-        *c = (struct async_call){cb, arg, n, fetch};
+        *c = (struct async_call){cb, arg, n, fetch, NULL};
         rc = flight_submit(m, &k->req, k->timeout_ms, async_done, c);
         if (rc != MUSTER_OK)
             free(c);
@@ -244,6 +263,31 @@ int muster_async_queue_len(muster_t *m, const char *key, uint32_t timeout_ms, mu
 {
     struct kvreq k;
     return async_submit(m, kvreq_queue_len(&k, m, key, timeout_ms), &k, cb, arg, 0, 0);
+}
+
+/* Submit a watch of prefix: events arrive through muster_next_event(); the reply's number is the watch's id. */
+int muster_async_watch(muster_t *m, const char *prefix, uint32_t timeout_ms, muster_callback cb, void *arg)
+{
+    if (!m || !prefix)
+        return MUSTER_EINVAL;
+    struct async_call *c = calloc(1, sizeof *c);
+    if (!c || (m->url.failover && !(c->prefix = strdup(prefix)))) {
+        free(c);
+        return MUSTER_ENOMEM;
+    }
+    c->cb = cb;
+    c->arg = arg;
+    Muster__WatchReq op = MUSTER__WATCH_REQ__INIT;
+    op.prefix = (char *)prefix;
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_WATCH;
+    req.watch = &op;
+    int rc = flight_submit(m, &req, call_timeout(m, timeout_ms), async_done, c);
+    if (rc != MUSTER_OK) {
+        free(c->prefix);
+        free(c);
+    }
+    return rc;
 }
 
 /* Submit a num_keys. */

@@ -460,3 +460,13 @@ struct tscodec_sink tscodec_out_sink(struct tscodec_out *o)
 {
     return (struct tscodec_sink){tscodec_out_sink_put, o};
 }
+
+/* Send a WATCH_KEY callback frame. */
+void tscodec_put_watch_frame(const struct tscodec_sink *s, int deleted, int was_present, const void *key,
+                             size_t klen, const void *old, size_t olen, const void *new_, size_t nlen)
+{
+    tscodec_put_u8(s, deleted ? TS_KEY_DELETED : was_present ? TS_KEY_UPDATED : TS_KEY_CREATED);
+    tscodec_put_blob(s, key, klen);
+    tscodec_put_blob(s, old, olen);
+    tscodec_put_blob(s, deleted ? NULL : new_, deleted ? 0 : nlen);
+}

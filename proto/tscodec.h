@@ -172,6 +172,12 @@ void tscodec_put_u32(const struct tscodec_sink *s, uint32_t v);
 void tscodec_put_i64(const struct tscodec_sink *s, int64_t v);
 /* Send a u64 length and the bytes. */
 void tscodec_put_blob(const struct tscodec_sink *s, const void *p, size_t n);
+/* Send a WATCH_KEY callback frame (the old numbering's, as torch 1.13's server sends it): its type says a
+ * delete (deleted), or a write to a key that existed (was_present: KEY_UPDATED) or not (KEY_CREATED); then
+ * the key, the old value and the new value, each a u64 length and bytes.  The listener and the relay both
+ * send every frame through this. */
+void tscodec_put_watch_frame(const struct tscodec_sink *s, int deleted, int was_present, const void *key,
+                             size_t klen, const void *old, size_t olen, const void *new_, size_t nlen);
 /* A sink that appends to o. */
 struct tscodec_sink tscodec_out_sink(struct tscodec_out *o);
 /* Append raw bytes to o. */

@@ -37,6 +37,7 @@ struct run_cfg {
     uint32_t relay_max_keys;
     uint32_t relay_max_request;
     uint32_t relay_max_output;
+    uint32_t relay_max_watches;
     uint32_t relay_request_timeout_ms;
     int module;                /* -m: PROG is a module run as `python3 -m PROG` */
     int no_python;             /* PROG runs as it is, even a .py file */

@@ -481,6 +481,7 @@ static int run_effects_spawn(struct run_ctx *c)
                 .max_request = c->cfg.relay_max_request},
         .max_conns = c->cfg.relay_max_conns,
         .max_output = c->cfg.relay_max_output,
+        .max_watches = c->cfg.relay_max_watches,
         .request_timeout_ms = c->cfg.relay_request_timeout_ms,
     };
     c->master_addr = "127.0.0.1";

@@ -50,6 +50,8 @@ static const struct run_opt run_opts_table[] = {
     {"relay-max-keys", RUN_OPT_UINT, RUN_OFF(relay_max_keys), "N", "keys in one torch request (default 131072)"},
     {"relay-max-request", RUN_OPT_BYTES, RUN_OFF(relay_max_request), "BYTES", "one torch request (default 64 MiB)"},
     {"relay-max-output", RUN_OPT_BYTES, RUN_OFF(relay_max_output), "BYTES", "replies a worker leaves unread (default 64 MiB)"},
+    {"relay-max-watches", RUN_OPT_UINT, RUN_OFF(relay_max_watches), "N",
+     "WATCH_KEY registrations of the workers, all together (default 4096)"},
     {"relay-request-timeout", RUN_OPT_MS, RUN_OFF(relay_request_timeout_ms), "MS",
      "close a worker's store connection whose request stays incomplete MS (default 30000, 0: never)"},
     {"module", RUN_OPT_FLAG, RUN_OFF(module), NULL, "also -m: PROG is a module, run as `python3 -m PROG`"},
@@ -303,5 +305,6 @@ void run_opts_defaults(struct run_cfg *cfg)
     cfg->relay_max_keys = 131072;
     cfg->relay_max_request = 64u << 20;
     cfg->relay_max_output = 64u << 20;
+    cfg->relay_max_watches = 4096;
     cfg->relay_request_timeout_ms = 30000; /* musterd's --request-timeout */
 }

@@ -367,6 +367,7 @@ static void run_relay_reap(struct run_relay *r)
             c->fd = -1; /* poll skips it while its calls complete */
             r->nlive--;
             run_relay_ops_unpark(c);
+            run_relay_watch_conn_gone(r, c);
         }
         if (c->dead && !c->refs) {
             tscodec_reset(&c->req);
@@ -414,6 +415,7 @@ static void run_relay_upstream(struct run_relay *r, short revents)
     int rc = muster_async_handle(r->up, ev);
     if (rc != MUSTER_OK && !r->failover)
         run_relay_kill(r, muster_strerror(rc));
+    run_relay_watch_events(r);
 }
 
 /* Hold (on) or push (off) what is written to the upstream socket fd: the calls one turn submits go out
@@ -561,21 +563,24 @@ int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const 
 static void run_relay_report(const struct run_relay *r)
 {
     const struct run_relay_stats *s = &r->st;
+    if (s->watches)
+        fprintf(stderr, RUN_TAG "relay %s: watch_key registrations %" PRIu64 ", callback frames %" PRIu64 "\n",
+                r->prefix, s->watches, s->watch_callbacks);
     if (s->adds_combined | s->gets_combined | s->waits_joined)
         fprintf(stderr,
                 RUN_TAG "relay %s: requests %" PRIu64 ", upstream calls %" PRIu64 ", combined: adds %" PRIu64
                         ", gets %" PRIu64 ", waits %" PRIu64 "\n",
                 r->prefix, s->requests, s->upstream_ops, s->adds_combined, s->gets_combined, s->waits_joined);
     if (!(s->bad_request | s->limit_key | s->limit_keys | s->limit_request | s->limit_conns | s->limit_output |
-          s->unsupported | s->upstream_errors | s->request_timeout))
+          s->unsupported | s->upstream_errors | s->request_timeout | s->limit_watches))
         return;
     fprintf(stderr,
             RUN_TAG "relay %s: connections %" PRIu64 ", requests %" PRIu64 ", bad_request %" PRIu64
                     ", limit_key %" PRIu64 ", limit_keys %" PRIu64 ", limit_request %" PRIu64 ", limit_conns %" PRIu64
-                    ", limit_output %" PRIu64 ", request_timeout %" PRIu64 ", unsupported %" PRIu64
-                    ", upstream_errors %" PRIu64 "\n",
+                    ", limit_output %" PRIu64 ", limit_watches %" PRIu64 ", request_timeout %" PRIu64
+                    ", unsupported %" PRIu64 ", upstream_errors %" PRIu64 "\n",
             r->prefix, s->accepted, s->requests, s->bad_request, s->limit_key, s->limit_keys, s->limit_request,
-            s->limit_conns, s->limit_output, s->request_timeout, s->unsupported, s->upstream_errors);
+            s->limit_conns, s->limit_output, s->limit_watches, s->request_timeout, s->unsupported, s->upstream_errors);
 }
 
 /* Stop the thread, close everything and print the counters that tripped; safe when not started. */
@@ -598,6 +603,7 @@ void run_relay_stop(struct run_relay *r)
     muster_close(r->up);
     r->up = NULL;
     run_relay_comb_free(r);
+    run_relay_watch_free(r);
     for (size_t i = 0; i < r->nconns; i++) {
         r->conns[i]->dead = 1;
         r->conns[i]->refs = 0;

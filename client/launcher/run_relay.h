@@ -16,7 +16,8 @@
 struct run_relay_stats {
     uint64_t accepted, requests, parked, canceled, abandoned;
     uint64_t bad_request, limit_key, limit_keys, limit_request, limit_conns, limit_output;
-    uint64_t unsupported, upstream_errors, request_timeout;
+    uint64_t unsupported, upstream_errors, request_timeout, limit_watches;
+    uint64_t watches, watch_callbacks;        /* WATCH_KEY registrations, callback frames sent */
     uint64_t upstream_ops;                    /* calls sent upstream */
     uint64_t adds_combined, gets_combined, waits_joined; /* requests that rode on another's call */
 };
@@ -27,6 +28,7 @@ struct run_relay_cfg {
     uint32_t max_conns;
     uint64_t max_output;
     uint32_t request_timeout_ms; /* --relay-request-timeout: bound on an incomplete request, 0 = none */
+    uint32_t max_watches;        /* --relay-max-watches: WATCH_KEY registrations of every worker */
 };
 
 /* What a worker's connection has parked: nothing, a WAIT or a BARRIER. */
@@ -67,6 +69,7 @@ struct run_relay_conn {
 
 struct run_relay_key;
 struct run_relay_batch;
+struct run_relay_wkey;
 
 /* A TCPStore relay for one generation: a thread with its own poll loop and one upstream handle, on
  * which every worker's request is sent at once (many in flight) and answered through a callback. */
@@ -90,6 +93,9 @@ struct run_relay {
     size_t nbuckets;
     struct run_relay_batch **open; /* batches gathering this loop turn's requests (NULL: sent early) */
     size_t nopen, capopen;
+    struct run_relay_wkey *wkeys;  /* keys the workers WATCH_KEY (run_relay_watch.c) */
+    size_t nwatches;               /* their registrations */
+    uint64_t dropped;              /* muster_events_dropped() when last seen */
     struct run_relay_stats st;
 };
 
@@ -137,6 +143,16 @@ void run_relay_comb_flush(struct run_relay *r);
 uint64_t run_relay_comb_promised(const struct run_relay *r, const char *key);
 /* Free the combining table (every call is done). */
 void run_relay_comb_free(struct run_relay *r);
+
+/* WATCH_KEY (run_relay_watch.c).  Register c's watch of native key k (taken); its reply
+ * (KEY_CALLBACK_REGISTERED) comes once the relay holds the key's value, then a callback frame per change. */
+void run_relay_watch_key(struct run_relay *r, struct run_relay_conn *c, char *k);
+/* Take the events the upstream handle holds and send the callback frames they make. */
+void run_relay_watch_events(struct run_relay *r);
+/* Drop c's registrations (it is being freed). */
+void run_relay_watch_conn_gone(struct run_relay *r, struct run_relay_conn *c);
+/* Free every watched key (the handle is closed). */
+void run_relay_watch_free(struct run_relay *r);
 
 /* Stop the thread, close everything and print the counters that tripped; safe when not started. */
 void run_relay_stop(struct run_relay *r);

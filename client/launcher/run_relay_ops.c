@@ -14,8 +14,7 @@
  * musterd as waits (run_relay_comb.c), so a write of their keys from
  * anywhere releases them and one handle serves every worker.  Queues are
  * musterd's (queue_push, queue_pop, queue_len: the listener's queues, kept
- * by the core).  WATCH_KEY has no native counterpart and closes the
- * connection (counted as unsupported).
+ * by the core); WATCH_KEY is a native watch of the key (run_relay_watch.c).
  */
 #include "run_relay.h"
 
@@ -401,10 +400,12 @@ void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const
         run_relay_ops_now(r, c, TS_WAIT_CANCELED, 0, 0);
         return;
     case TS_PING: run_relay_ops_now(r, c, 0, 1, q->u32); return;
-    case TS_WATCH_KEY:
-        r->st.unsupported++;
-        run_relay_close(r, c, "%s (type byte %u) is not supported by the relay", tscodec_name(q->op), q->code);
+    case TS_WATCH_KEY: {
+        char *k = run_relay_ops_key1(r, c, q);
+        if (k)
+            run_relay_watch_key(r, c, k);
         return;
+    }
     default: run_relay_ops_single(r, c, q); return;
     }
 }

@@ -155,6 +155,10 @@ MUSTER_API int muster_async_queue_pop(muster_t *m, const char *key, uint32_t tim
                                       void *arg);
 MUSTER_API int muster_async_queue_len(muster_t *m, const char *key, uint32_t timeout_ms, muster_callback cb,
                                       void *arg);
+/* A watch of prefix, as muster_watch: the reply's number is the watch's id; its events are taken with
+ * muster_next_event(m, &ev, 0) after muster_async_handle(). */
+MUSTER_API int muster_async_watch(muster_t *m, const char *prefix, uint32_t timeout_ms, muster_callback cb,
+                                  void *arg);
 /* fetch_key NULL: a plain barrier; else the release also answers with that
  * key's value (MUSTER_ENOTFOUND when absent; number still holds the round). */
 MUSTER_API int muster_async_barrier(muster_t *m, const char *name, uint32_t count, const char *fetch_key,

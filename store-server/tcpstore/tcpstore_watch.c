@@ -138,28 +138,13 @@ void tswatch_conn_gone(struct ts_conn *c)
     }
 }
 
-/* The callback frame of a change to wk (e: the new entry, NULL when deleted); malloc'd, *n its size. */
-static uint8_t *tswatch_frame(const struct ts_wkey *wk, const struct ks_entry *e, size_t *n)
+/* The callback frame of a change to wk (e: the new entry, NULL when deleted), built by the codec's rule into
+ * o (o->oom when it could not grow). */
+static void tswatch_frame(const struct ts_wkey *wk, const struct ks_entry *e, struct tscodec_out *o)
 {
-    size_t nlen = e ? e->vlen : 0;
-    uint8_t *f = malloc(1 + 8 + wk->klen + 8 + wk->vlen + 8 + nlen), *p = f;
-    if (!f)
-        return NULL;
-    /* The type follows torch's server: a delete, or a write to a key it had or had not. */
-    *p++ = !e ? TS_KEY_DELETED : wk->present ? TS_KEY_UPDATED : TS_KEY_CREATED;
-    tscodec_le64(p, wk->klen);
-    memcpy(p + 8, wk->key, wk->klen);
-    p += 8 + wk->klen;
-    tscodec_le64(p, wk->vlen);
-    if (wk->vlen)
-        memcpy(p + 8, wk->val, wk->vlen);
-    p += 8 + wk->vlen;
-    tscodec_le64(p, nlen);
-    if (nlen)
-        memcpy(p + 8, ks_val(e), nlen);
-    p += 8 + nlen;
-    *n = (size_t)(p - f);
-    return f;
+    struct tscodec_sink sk = tscodec_out_sink(o);
+    tscodec_put_watch_frame(&sk, e == NULL, wk->present, wk->key, wk->klen, wk->val, wk->vlen, e ? ks_val(e) : NULL,
+                            e ? e->vlen : 0);
 }
 
 /* A key of the namespace changed (e: its new entry, NULL when deleted): send every watch of it the
@@ -168,25 +153,25 @@ void tswatch_key_changed(struct tcpstore *ts, enum ks_change what, const char *k
                          const struct ks_entry *e)
 {
     struct ts_wkey *wk;
-    size_t n;
+    struct tscodec_out f = {0};
     if (!ts->wkeys || !(wk = tswatch_wkey(ts, key, klen, 0)))
         return;
     if (what == KS_DELETE)
         e = NULL;
-    uint8_t *f = tswatch_frame(wk, e, &n);
+    tswatch_frame(wk, e, &f);
     /* A connection closed meanwhile (even by this loop, when its output cannot grow) is skipped by
      * tcpstore_put; its watches, and so this list, stay until it is freed on a later loop turn. */
     for (struct ts_watch *w = wk->head; w; w = w->next) {
-        if (!f) {
+        if (f.oom) {
             tcpstore_close(w->c, "out of memory");
             continue;
         }
         if (!tcpstore_live(w->c))
             continue;
-        tcpstore_put(w->c, f, n);
+        tcpstore_put(w->c, f.p, f.len);
         stats_inc(&ts->srv->stats, STAT_TS_WATCH_CALLBACKS);
     }
-    free(f);
+    free(f.p);
     /* Without a copy the next old value would be wrong: the watchers are closed instead. */
     if (tswatch_remember(wk, e) != 0)
         for (struct ts_watch *w = wk->head; w; w = w->next)

@@ -12,6 +12,9 @@
  * frame twice.  A watching connection still serves requests, is not idle
  * under --idle-timeout, and leaves no watch behind when it closes
  * (tcpstore_watches_current); --max-watches-per-conn closes it, counted.
+ * With MUSTER_TEST_TS_TARGET=relay the frames are checked through
+ * `muster run`'s relay (tstarget.h); the listener's counters, limit and
+ * idle cases are the listener's alone.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 
 #include "harness.h"
 #include "raw.h"
+#include "tstarget.h"
 #include "tswire.h"
 
 #define T_MS 3000
@@ -28,7 +32,7 @@
 /* The first byte of WATCH_KEY's answer and of each callback frame. */
 enum { W_UPDATED = 0, W_CREATED = 1, W_DELETED = 2, W_REGISTERED = 3 };
 
-static struct h_daemon d;
+static struct tst T;
 static uint16_t port;
 
 /* Register a watch of key on fd and expect KEY_CALLBACK_REGISTERED. */
@@ -94,7 +98,7 @@ static long long stat_becomes(const char *name, long long want)
 {
     long long v = -1;
     for (int64_t end = h_now_ms() + T_MS; h_now_ms() < end; usleep(20000))
-        if ((v = h_stat(&d, name)) == want)
+        if ((v = h_stat(&T.d, name)) == want)
             break;
     return v;
 }
@@ -103,8 +107,8 @@ static long long stat_becomes(const char *name, long long want)
 static void t_callbacks(void *arg)
 {
     (void)arg;
-    long long cb0 = h_stat(&d, "tcpstore_watch_callbacks");
-    int w = tsw_connect(port), a = tsw_connect(port), n = raw_open(d.port, "tcpstore");
+    long long cb0 = T.relay ? 0 : h_stat(&T.d, "tcpstore_watch_callbacks");
+    int w = tsw_connect(port), a = tsw_connect(port), n = raw_open(T.d.port, T.ns);
     CHECK(w >= 0 && a >= 0 && n >= 0);
     watch(w, "/k");
     CHECK_EQ(tsw_req(a, TSW_OLD_SET, "/k", "v1", NULL), 0);
@@ -127,14 +131,15 @@ static void t_callbacks(void *arg)
     add(a, "/k", 2, 7);
     frame_is(w, W_UPDATED, "/k", "5", "7");
     /* A native client writes the same namespace. */
-    CHECK_EQ(raw_set(n, 1, "/k", "native", 6), 0);
+    CHECK_EQ(raw_set(n, 1, tst_key(&T, "/k"), "native", 6), 0);
     CHECK_EQ(raw_status(n, T_MS, NULL), MUSTER_OK);
     frame_is(w, W_UPDATED, "/k", "7", "native");
     /* Reads and waits change nothing. */
     CHECK_EQ(tsw_req(a, TSW_OLD_GET, "/k", NULL), 0);
     free(tsw_blob(a, T_MS, NULL));
     CHECK(tsw_quiet(w, QUIET_MS));
-    CHECK_EQ(h_stat(&d, "tcpstore_watch_callbacks"), cb0 + 8);
+    if (!T.relay)
+        CHECK_EQ(h_stat(&T.d, "tcpstore_watch_callbacks"), cb0 + 8);
     close(w);
     close(a);
     close(n);
@@ -170,21 +175,23 @@ static void t_twice_and_requests(void *arg)
 static void t_close_leaves_none(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* the listener's counters */
     CHECK_EQ(stat_becomes("tcpstore_watches_current", 0), 0);
     int w = tsw_connect(port), v = tsw_connect(port), a = tsw_connect(port);
     watch(w, "/c1");
     watch(w, "/c2");
     watch(w, "/c2");
     watch(v, "/c2");
-    CHECK_EQ(h_stat(&d, "tcpstore_watches_current"), 4);
+    CHECK_EQ(h_stat(&T.d, "tcpstore_watches_current"), 4);
     close(w);
     CHECK_EQ(stat_becomes("tcpstore_watches_current", 1), 1);
-    long long cb0 = h_stat(&d, "tcpstore_watch_callbacks");
+    long long cb0 = h_stat(&T.d, "tcpstore_watch_callbacks");
     CHECK_EQ(tsw_req(a, TSW_OLD_SET, "/c1", "1", NULL), 0);
     CHECK_EQ(tsw_req(a, TSW_OLD_SET, "/c2", "2", NULL), 0);
     frame_is(v, W_CREATED, "/c2", "", "2");
     CHECK(tsw_quiet(v, QUIET_MS));
-    CHECK_EQ(h_stat(&d, "tcpstore_watch_callbacks"), cb0 + 1);
+    CHECK_EQ(h_stat(&T.d, "tcpstore_watch_callbacks"), cb0 + 1);
     close(v);
     CHECK_EQ(stat_becomes("tcpstore_watches_current", 0), 0);
     close(a);
@@ -194,7 +201,9 @@ static void t_close_leaves_none(void *arg)
 static void t_limit(void *arg)
 {
     (void)arg;
-    long long l0 = h_stat(&d, "limit_watches_per_conn");
+    if (T.relay)
+        return; /* the listener's flag (the relay's is --relay-max-watches) */
+    long long l0 = h_stat(&T.d, "limit_watches_per_conn");
     int w = tsw_connect(port);
     char key[16];
     for (int i = 0; i < 4; i++) {
@@ -204,7 +213,7 @@ static void t_limit(void *arg)
     CHECK_EQ(tsw_req(w, TSW_OLD_WATCH_KEY, "/lim4", NULL), 0);
     CHECK(tsw_closed(w, T_MS));
     close(w);
-    CHECK_EQ(h_stat(&d, "limit_watches_per_conn"), l0 + 1);
+    CHECK_EQ(h_stat(&T.d, "limit_watches_per_conn"), l0 + 1);
     CHECK_EQ(stat_becomes("tcpstore_watches_current", 0), 0);
 }
 
@@ -213,6 +222,8 @@ static void t_limit(void *arg)
 static void t_idle(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* the listener's --idle-timeout */
     struct h_daemon idle;
     const char *extra[] = {"--idle-timeout", "300", NULL};
     uint16_t p = tsw_start(&idle, extra);
@@ -236,13 +247,13 @@ int main(void)
 {
     h_init("tcpstore-watch", 60);
     const char *extra[] = {"--max-watches-per-conn", "4", NULL};
-    if (!(port = tsw_start(&d, extra)))
+    if (!(port = tst_start(&T, getenv("MUSTER_TEST_TS_TARGET") ? NULL : extra)))
         return h_finish();
     H_RUN(t_callbacks, NULL);
     H_RUN(t_twice_and_requests, NULL);
     H_RUN(t_close_leaves_none, NULL);
     H_RUN(t_limit, NULL);
     H_RUN(t_idle, NULL);
-    CHECK_EQ(h_stop(&d), 0);
+    CHECK_EQ(tst_stop(&T), 0);
     return h_finish();
 }
