@@ -104,6 +104,9 @@ int run_relay_start(struct run_relay *r, const struct run_relay_cfg *cfg, const 
 /* When the request c now holds incomplete began: 0 with none held, now when one began (took: a whole
  * request was just taken).  Bytes behind a parked request are bounded by size, not time. */
 uint64_t run_relay_partial_since(const struct run_relay_conn *c, int took, uint64_t now);
+/* The torch key of a native key of this relay (its prefix taken off, %00 and %25 undone) into out (as long as
+ * the native key); its length (run_relay_ops.c). */
+size_t run_relay_torch_key(const struct run_relay *r, const char *native, char *out);
 /* Serve one decoded request of c (run_relay_ops.c); c may be parked or closed by it. */
 void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q);
 /* Drop c's parked request without an answer. */

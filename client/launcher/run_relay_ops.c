@@ -23,19 +23,49 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The native key for a torch key of len bytes (prefix + key), or NULL for a key holding a NUL byte. */
+/* The native key for a torch key of len bytes: the prefix, then the key with NUL written %00 and '%' written
+ * %25 (native keys are strings, and torch keys are bytes: escaping '%' too keeps the mapping one to one, so
+ * `a\0b`, `a` and `a%00b` stay three keys, as on the listener); NULL when out of memory. */
 static char *run_relay_ops_key(const struct run_relay *r, const char *key, size_t len)
 {
-    if (memchr(key, 0, len))
-        return NULL;
-    size_t pl = strlen(r->prefix);
-    char *k = malloc(pl + len + 1);
+    size_t pl = strlen(r->prefix), esc = 0;
+    for (size_t i = 0; i < len; i++)
+        esc += key[i] == '\0' || key[i] == '%';
+    char *k = malloc(pl + len + 2 * esc + 1), *p = k + pl;
     if (!k)
         return NULL;
     memcpy(k, r->prefix, pl);
-    memcpy(k + pl, key, len);
-    k[pl + len] = '\0';
+    for (size_t i = 0; i < len; i++) {
+        if (key[i] == '\0' || key[i] == '%') {
+            *p++ = '%';
+            *p++ = '0' + (key[i] == '%' ? 2 : 0);
+            *p++ = key[i] == '%' ? '5' : '0';
+        } else {
+            *p++ = key[i];
+        }
+    }
+    *p = '\0';
     return k;
+}
+
+/* The torch key of a native key of this relay (its prefix taken off, %00 and %25 undone) into out (as long
+ * as the native key); its length. */
+size_t run_relay_torch_key(const struct run_relay *r, const char *native, char *out)
+{
+    const char *s = native + strlen(r->prefix);
+    size_t n = 0;
+    while (*s) {
+        if (s[0] == '%' && s[1] == '0' && s[2] == '0') {
+            out[n++] = '\0';
+            s += 3;
+        } else if (s[0] == '%' && s[1] == '2' && s[2] == '5') {
+            out[n++] = '%';
+            s += 3;
+        } else {
+            out[n++] = *s++;
+        }
+    }
+    return n;
 }
 
 /* Free n native keys and their array. */
@@ -57,10 +87,8 @@ static char **run_relay_ops_keys(struct run_relay *r, struct run_relay_conn *c, 
             keys = NULL;
         }
     }
-    if (!keys) {
-        r->st.bad_request++;
-        run_relay_close(r, c, "a key holds a NUL byte (or out of memory)");
-    }
+    if (!keys)
+        run_relay_close(r, c, "out of memory");
     return keys;
 }
 
@@ -326,10 +354,15 @@ static void run_relay_ops_list_done(muster_t *m, const muster_reply *rep, void *
         run_relay_ops_call_free(k);
         return;
     }
-    size_t pl = strlen(r->prefix);
     struct tscodec_sink ks = tscodec_out_sink(&k->keys);
-    for (size_t i = 0; i < rep->n; i++)
-        tscodec_put_blob(&ks, rep->keys[i] + pl, strlen(rep->keys[i]) - pl);
+    for (size_t i = 0; i < rep->n; i++) {
+        char *tk = malloc(strlen(rep->keys[i]) + 1);
+        if (tk)
+            tscodec_put_blob(&ks, tk, run_relay_torch_key(r, rep->keys[i], tk));
+        else
+            k->keys.oom = 1;
+        free(tk);
+    }
     k->count += (int64_t)rep->n;
     if (rep->more && rep->n) {
         r->st.upstream_ops++;
@@ -342,6 +375,8 @@ static void run_relay_ops_list_done(muster_t *m, const muster_reply *rep, void *
     tscodec_put_i64(&sk, k->count);
     if (k->op == TS_LIST_KEYS)
         tscodec_put(&sk, k->keys.p, k->keys.len);
+    if (k->keys.oom)
+        k->s->out.oom = 1; /* the connection is closed: a short list cannot be sent */
     run_relay_slot_done(k->s);
     run_relay_ops_call_free(k);
 }

@@ -52,12 +52,6 @@ struct run_relay_wcall {
 
 static void run_relay_watch_begin(struct run_relay *r, struct run_relay_wkey *w);
 
-/* The torch key of w (its name without the relay's prefix). */
-static const char *run_relay_watch_torch_key(const struct run_relay *r, const struct run_relay_wkey *w)
-{
-    return w->name + strlen(r->prefix);
-}
-
 /* The watched key named k, or NULL. */
 static struct run_relay_wkey *run_relay_watch_find(struct run_relay *r, const char *k)
 {
@@ -192,18 +186,24 @@ void run_relay_watch_key(struct run_relay *r, struct run_relay_conn *c, char *k)
 static void run_relay_watch_change(struct run_relay *r, struct run_relay_wkey *w, int deleted, const void *value,
                                    size_t len)
 {
-    const char *tk = run_relay_watch_torch_key(r, w);
+    char *tk = malloc(strlen(w->name) + 1);
+    size_t tklen = tk ? run_relay_torch_key(r, w->name, tk) : 0;
     for (struct run_relay_wsub *s = w->subs; s; s = s->next) {
+        if (!tk) {
+            run_relay_close(r, s->c, "out of memory");
+            continue;
+        }
         if (s->c->dead)
             continue;
         struct run_relay_slot *slot = run_relay_slot_new(r, s->c);
         if (!slot)
             continue;
         struct tscodec_sink sk = run_relay_slot_sink(slot);
-        tscodec_put_watch_frame(&sk, deleted, w->present, tk, strlen(tk), w->val, w->vlen, value, len);
+        tscodec_put_watch_frame(&sk, deleted, w->present, tk, tklen, w->val, w->vlen, value, len);
         run_relay_slot_done(slot);
         r->st.watch_callbacks++;
     }
+    free(tk);
     free(w->val);
     w->val = NULL;
     w->vlen = 0;

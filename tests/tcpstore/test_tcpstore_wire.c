@@ -422,6 +422,68 @@ static void t_list_keys(void *arg)
     CHECK_EQ(tst_stop(&t2), 0);
 }
 
+/* Queue a request of type whose fields are the given byte strings (lengths given). */
+static void req_bytes(struct tsw_buf *b, uint8_t type, const char *const *f, const size_t *len, int n)
+{
+    tsw_u8(b, type);
+    for (int i = 0; i < n; i++) {
+        tsw_u64(b, len[i]);
+        tsw_raw(b, f[i], len[i]);
+    }
+}
+
+/* Keys are bytes: `nul\0key`, `nul` and `nul%00key` are three keys, each with its own value, present to
+ * CHECK, deleted alone; LIST_KEYS gives them back byte for byte. */
+static void t_binary_keys(void *arg)
+{
+    (void)arg;
+    struct tst t2;
+    uint16_t p2 = tst_start(&t2, NULL);
+    int fd = tsw_open(p2);
+    static const char *keys[] = {"nul\0key", "nul", "nul%00key"};
+    static const size_t klen[] = {7, 3, 9};
+    static const char *vals[] = {"a", "bb", "ccc"};
+    struct tsw_buf b = {0};
+    for (int i = 0; i < 3; i++) {
+        const char *f[] = {keys[i], vals[i]};
+        const size_t l[] = {klen[i], strlen(vals[i])};
+        req_bytes(&b, TSW_SET, f, l, 2);
+    }
+    for (int i = 0; i < 3; i++)
+        req_bytes(&b, TSW_GET, &keys[i], &klen[i], 1);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    b.n = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t len = 0;
+        char *v = tsw_blob(fd, T_MS, &len);
+        CHECK(v && len == strlen(vals[i]) && memcmp(v, vals[i], len) == 0);
+        free(v);
+    }
+    req_bytes(&b, TSW_DELETE_KEY, &keys[0], &klen[0], 1);
+    tsw_u8(&b, TSW_CHECK);
+    tsw_u64(&b, 2);
+    for (int i = 0; i < 2; i++) {
+        tsw_u64(&b, klen[i]);
+        tsw_raw(&b, keys[i], klen[i]);
+    }
+    tsw_u8(&b, TSW_LIST_KEYS);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
+    i64_is(fd, 1);
+    CHECK_EQ(tsw_byte(fd, T_MS), 1); /* NOT_READY: nul\0key is gone, nul is there */
+    i64_is(fd, 2);
+    int seen = 0;
+    for (int i = 0; i < 2; i++) {
+        size_t len = 0;
+        char *k = tsw_blob(fd, T_MS, &len);
+        seen += k && ((len == klen[1] && !memcmp(k, keys[1], len)) || (len == klen[2] && !memcmp(k, keys[2], len)));
+        free(k);
+    }
+    CHECK_EQ(seen, 2);
+    close(fd);
+    CHECK_EQ(tst_stop(&t2), 0);
+}
+
 /* Send BARRIER key world_size. */
 static void barrier(int fd, const char *key, int64_t ws)
 {
@@ -493,6 +555,7 @@ int main(void)
     H_RUN(t_queue, NULL);
     H_RUN(t_queue_wake_one, NULL);
     H_RUN(t_list_keys, NULL);
+    H_RUN(t_binary_keys, NULL);
     H_RUN(t_barrier, NULL);
     if (!T.relay) {
         CHECK_EQ(h_stat(&T.d, "tcpstore_validate_era"), h_stat(&T.d, "tcpstore_connections_accepted"));
