@@ -139,7 +139,7 @@ void core_log(const struct core *core, int level, const char *fmt, ...)
 }
 
 /* The keyspace change hook: emit the change as a record (logged before anyone is told), note it in the
- * rendezvous timeline, wake the key's waiters, tell the matching watches, then hand it to the daemon.
+ * rendezvous timeline, wake the key's waiters, tell the matching watches (of either front end).
  * Waking only queues the waiters (they are answered from a deferred call), so watch events still go out
  * first. */
 static void core_ns_changed(void *arg, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
@@ -152,16 +152,12 @@ static void core_ns_changed(void *arg, enum ks_change what, const char *key, siz
     if (what == KS_SET)
         waiters_key_set(ns, key, klen);
     watch_fanout(ns, what, key, klen, e);
-    if (ns->on_change)
-        ns->on_change(ns, what, key, klen, e);
 }
 
 /* Start ns's state: its keyspace with these limits and the change hook. */
-void core_ns_init(struct core *core, struct ns *ns, uint64_t max_keys, uint64_t max_bytes, uint64_t max_value,
-                  core_change_fn on_change)
+void core_ns_init(struct core *core, struct ns *ns, uint64_t max_keys, uint64_t max_bytes, uint64_t max_value)
 {
     ns->core = core;
-    ns->on_change = on_change;
     ks_init(&ns->ks, max_keys, max_bytes, max_value, core->stats, core_ns_changed, ns);
 }
 

@@ -66,10 +66,6 @@ struct core {
     struct core_timer *wake;
 };
 
-/* Called after the core's own reactions to a key change (the daemon's watches and other front ends). */
-typedef void (*core_change_fn)(struct ns *ns, enum ks_change what, const char *key, size_t klen,
-                               const struct ks_entry *e);
-
 /* A namespace (job): its keyspace, parked waiters, barriers, rendezvous state and watches.  Its owner (the
  * daemon's namespace table) keeps it in a table by name through hh and its own part behind owner. */
 struct ns {
@@ -84,7 +80,6 @@ struct ns {
     struct watch *watches;    /* prefix watches, newest first (watch.c) */
     struct queue *queues;     /* TCPStore's queues, by key (queues.c) */
     uint64_t queue_items, queue_bytes; /* queued values, and their keys' and values' bytes */
-    core_change_fn on_change; /* the owner's reaction to a key change, or NULL */
     void *owner;              /* the owner's part, never read here */
     char name[];
 };
@@ -116,9 +111,8 @@ void core_emit(struct core *core, const struct record *r);
 void core_log(const struct core *core, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Start ns's state: its keyspace with these limits, whose changes go to the sink, the rendezvous
- * timeline, the key's waiters and then on_change (may be NULL). */
-void core_ns_init(struct core *core, struct ns *ns, uint64_t max_keys, uint64_t max_bytes, uint64_t max_value,
-                  core_change_fn on_change);
+ * timeline, the key's waiters and the watches (native ones and the TCPStore listener's WATCH_KEY). */
+void core_ns_init(struct core *core, struct ns *ns, uint64_t max_keys, uint64_t max_bytes, uint64_t max_value);
 /* Free ns's state (rendezvous, waiters, barriers, watches, keys), not ns itself. */
 void core_ns_fini(struct ns *ns);
 /* Whether ns's state holds nothing (no keys, parked requests, barriers, rendezvous state or watches). */

@@ -31,8 +31,7 @@
 
 /* The daemon's part of a namespace (the core's struct ns holds it as its owner). */
 struct ns_daemon {
-    ks_hook_fn ext_hook;    /* another front end's change hook (the TCPStore listener), or NULL */
-    void *ext_arg;
+    int pinned;             /* a front end serves it (the TCPStore listener's): never reclaimed */
     size_t nconns;          /* connections that said hello to this namespace */
     struct source *creator; /* the address whose hello created it (source.c), or NULL */
     uint64_t idle_ms;       /* when it was created or its last connection left (monotonic) */
@@ -148,15 +147,6 @@ int ns_configured(struct server *srv, const char *name)
     return t != NULL;
 }
 
-/* A key changed, after the core's reactions (the record, the rendezvous timeline, the key's waiters,
- * the watches): tell the other front end. */
-static void ns_on_change(struct ns *ns, enum ks_change what, const char *key, size_t klen, const struct ks_entry *e)
-{
-    struct ns_daemon *d = ns_daemon(ns);
-    if (d->ext_hook)
-        d->ext_hook(d->ext_arg, what, key, klen, e);
-}
-
 /* The namespace called name, or NULL. */
 struct ns *ns_find(struct server *srv, const char *name)
 {
@@ -221,7 +211,7 @@ static struct ns *ns_get_for(struct server *srv, const char *name, const struct 
     d->creator = creator;
     d->idle_ms = clock_now_ms();
     const struct options *o = &srv->opt;
-    core_ns_init(server_core(srv), ns, o->max_keys_per_ns, o->max_bytes_per_ns, o->max_value, ns_on_change);
+    core_ns_init(server_core(srv), ns, o->max_keys_per_ns, o->max_bytes_per_ns, o->max_value);
     HASH_ADD(hh, srv->namespaces, name[0], len, ns);
     stats_inc(&srv->stats, STAT_NAMESPACES);
     struct log_field f = {"namespace", ns->name, 0};
@@ -261,20 +251,18 @@ size_t ns_conns(const struct ns *ns)
     return ns_daemon(ns)->nconns;
 }
 
-/* Attach another front end to ns: hook hears of every key change after the core (NULL detaches).  An
- * attached namespace is never reclaimed. */
-void ns_attach(struct ns *ns, ks_hook_fn hook, void *arg)
+/* Pin ns while a front end serves it (the TCPStore listener's namespace): a pinned namespace is never
+ * reclaimed. */
+void ns_pin(struct ns *ns, int on)
 {
-    struct ns_daemon *d = ns_daemon(ns);
-    d->ext_hook = hook;
-    d->ext_arg = arg;
+    ns_daemon(ns)->pinned = on;
 }
 
 /* Whether ns holds nothing that forgetting it would lose (see the top of this file). */
 static int ns_empty(const struct ns *ns)
 {
     const struct ns_daemon *d = ns_daemon(ns);
-    return core_ns_empty(ns) && d->nconns == 0 && !d->ext_hook;
+    return core_ns_empty(ns) && d->nconns == 0 && !d->pinned;
 }
 
 /* Free one namespace and everything it holds. */

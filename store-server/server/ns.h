@@ -32,9 +32,9 @@ void ns_conn_joined(struct ns *ns);
 void ns_conn_left(struct ns *ns);
 /* Connections that said hello to ns and are still open. */
 size_t ns_conns(const struct ns *ns);
-/* Attach another front end to ns: hook hears of every key change after the core (NULL detaches).  An
- * attached namespace is never reclaimed. */
-void ns_attach(struct ns *ns, ks_hook_fn hook, void *arg);
+/* Pin ns while a front end serves it (the TCPStore listener's namespace): a pinned namespace is never
+ * reclaimed. */
+void ns_pin(struct ns *ns, int on);
 /* Start reclaiming idle empty namespaces (--ns-idle-timeout); 0, or -1 when the timer cannot be made. */
 int ns_sweep_start(struct server *srv);
 /* The namespace called name, or NULL. */

@@ -414,13 +414,6 @@ static int tcpstore_check_options(const struct options *o)
     return 0;
 }
 
-/* The namespace's change hook: tell WATCH_KEY watchers. */
-static void tcpstore_key_changed(void *arg, enum ks_change what, const char *key, size_t klen,
-                                 const struct ks_entry *e)
-{
-    tswatch_key_changed(arg, what, key, klen, e);
-}
-
 /* Open the front end's namespace (it cannot have a token: TCPStore clients send none). */
 static int tcpstore_open_ns(struct tcpstore *ts)
 {
@@ -440,7 +433,7 @@ static int tcpstore_open_ns(struct tcpstore *ts)
         log_msg(LOG_ERROR, "cannot open namespace '%s' for the TCPStore listener", name);
         return EX_SOFTWARE;
     }
-    ns_attach(ts->ns, tcpstore_key_changed, ts);
+    ns_pin(ts->ns, 1);
     return 0;
 }
 
@@ -500,9 +493,8 @@ void tcpstore_fini(struct server *srv)
         tcpstore_free(&ts->conns->life);
     listener_close(ts->listener);
     tswatch_fini(ts);
-    if (ts->ns) {
-        ns_attach(ts->ns, NULL, NULL);
-    }
+    if (ts->ns)
+        ns_pin(ts->ns, 0);
     free(ts);
     srv->tcpstore = NULL;
 }

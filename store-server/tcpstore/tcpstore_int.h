@@ -2,7 +2,7 @@
  * Internals shared by the TCPStore front end's files: tcpstore.c (listener,
  * connections, input loop, replies), tcpstore_ops.c (the op table and handlers),
  * tcpstore_park.c (parked WAIT and BARRIER callers, the core's queues) and
- * tcpstore_watch.c (the old numbering's WATCH_KEY).  The wire codec (numberings,
+ * tcpstore_watch.c (the old numbering's WATCH_KEY, on the core's watches).  The wire codec (numberings,
  * grammars, the incremental request decoder, reply encoding) is proto/tscodec.c,
  * shared with the relay of `muster run`.
  */
@@ -30,7 +30,6 @@ struct event;
 struct waiter;
 
 struct ts_park;
-struct ts_watch;
 
 /* One TCPStore client connection. */
 struct ts_conn {
@@ -41,8 +40,7 @@ struct ts_conn {
     struct ts_req req;
     struct tscodec_sink sink; /* replies: tcpstore_put on this connection */
     struct ts_park *park; /* the parked WAIT or BARRIER, or NULL */
-    struct ts_watch *watches; /* WATCH_KEY registrations, linked through cnext */
-    size_t nwatches;
+    size_t nwatches;          /* its WATCH_KEY registrations: core watches it owns (--max-watches-per-conn) */
     struct core_share share; /* its parked request, and its address's (--max-waiters-per-source) */
     struct source *src;      /* its address's entry (source.c), or NULL */
 };
@@ -53,18 +51,11 @@ struct ts_park {
     struct waiter *w; /* WAIT's on its keys (queue-aware), BARRIER's on a count */
 };
 
-/* A WATCH_KEY registration: one connection's watch of one key. */
-struct ts_watch {
-    struct ts_conn *c;
-    struct ts_wkey *wk;
-    struct ts_watch *prev, *next; /* the key's registrations, in order */
-    struct ts_watch *cnext;       /* the connection's */
-};
-
-/* A watched key: its registrations and the value it last held (sent as a change's old value). */
+/* A watched key: the value it last held (sent as a change's old value) and its registrations (core watches
+ * of the key, tcpstore_watch.c). */
 struct ts_wkey {
     UT_hash_handle hh;
-    struct ts_watch *head; /* utlist, oldest first */
+    size_t refs;
     uint8_t *val; /* malloc'd; NULL when empty or absent */
     size_t vlen;
     int present;  /* the key exists */
@@ -81,6 +72,7 @@ struct tcpstore {
     struct ts_conn *conns;
     size_t nconns;
     struct ts_wkey *wkeys;
+    struct tscodec_out frame; /* the callback frame of the change being fanned out (tcpstore_watch.c) */
     uint64_t next_id;
 };
 
@@ -125,13 +117,9 @@ size_t tspark_queue_len(struct tcpstore *ts, const char *key, size_t klen);
 /* tcpstore_watch.c: WATCH_KEY (old numbering). */
 /* WATCH_KEY: register a watch of key for c and answer KEY_CALLBACK_REGISTERED. */
 void tswatch_register(struct ts_conn *c, const char *key, size_t klen);
-/* Drop every watch of c (it is being freed). */
+/* Drop every watch of c (it is being freed), with its references to the watched keys. */
 void tswatch_conn_gone(struct ts_conn *c);
-/* A key of the namespace changed (e: its new entry, NULL when deleted): send every watch of it the
- * callback frame, then remember the new value as the next change's old one. */
-void tswatch_key_changed(struct tcpstore *ts, enum ks_change what, const char *key, size_t klen,
-                         const struct ks_entry *e);
-/* Free every watched key left (at exit, after every connection). */
+/* Free every watched key left and the frame buffer (at exit, after every connection). */
 void tswatch_fini(struct tcpstore *ts);
 
 #endif

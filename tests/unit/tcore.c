@@ -170,7 +170,7 @@ void t_world_init(struct t_world *w, uint64_t heartbeat_ms)
     w->core.sink = (struct record_sink){t_sink, w};
     w->ns = calloc(1, sizeof *w->ns + 4);
     memcpy(w->ns->name, "job", 4);
-    core_ns_init(&w->core, w->ns, 1000, 1 << 20, 1 << 20, NULL);
+    core_ns_init(&w->core, w->ns, 1000, 1 << 20, 1 << 20);
 }
 
 /* Free the world; nothing may be left parked or armed. */

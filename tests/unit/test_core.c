@@ -377,7 +377,7 @@ static void t_budget_source(void *unused)
     t_world_init(&w, 0);
     struct ns *ns2 = calloc(1, sizeof *ns2 + 4);
     memcpy(ns2->name, "two", 4);
-    core_ns_init(&w.core, ns2, 1000, 1 << 20, 1 << 20, NULL);
+    core_ns_init(&w.core, ns2, 1000, 1 << 20, 1 << 20);
     w.core.lim.max_waiters = 8;
     w.core.lim.max_waiters_per_source = 1000; /* above half: 4 is the share */
     for (int i = 0; i < 4; i++) /* two connections, two namespaces */
