@@ -10,6 +10,10 @@
  * unread behind a parked WAIT (without spinning), --tcpstore-max-request,
  * --max-output backpressure and the slow-reader close, and replies held
  * until durable with --data-dir.
+ *
+ * With MUSTER_TEST_TS_TARGET=relay the cases that are not about the
+ * listener's own flags, counters or process run against `muster run`'s
+ * relay (tstarget.h), its refusals read from its report.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -21,12 +25,13 @@
 
 #include "harness.h"
 #include "raw.h"
+#include "tstarget.h"
 #include "tswire.h"
 
 #define T_MS 3000
 #define QUIET_MS 200
 
-static struct h_daemon d;
+static struct tst T;
 static uint16_t port;
 
 /* Append a request with a type byte, a key and an i64 (ADD, BARRIER). */
@@ -75,8 +80,10 @@ static void t_oversize(void *arg)
 {
     (void)arg;
     struct tsw_buf b = {0};
-    long long key0 = h_stat(&d, "limit_tcpstore_key"), val0 = h_stat(&d, "limit_tcpstore_value");
-    long long keys0 = h_stat(&d, "limit_tcpstore_keys_per_request"), bad0 = h_stat(&d, "tcpstore_bad_request");
+    long long key0 = T.relay ? 0 : h_stat(&T.d, "limit_tcpstore_key");
+    long long val0 = T.relay ? 0 : h_stat(&T.d, "limit_tcpstore_value");
+    long long keys0 = T.relay ? 0 : h_stat(&T.d, "limit_tcpstore_keys_per_request");
+    long long bad0 = T.relay ? 0 : h_stat(&T.d, "tcpstore_bad_request");
     int fd = tsw_open(port);
     tsw_u8(&b, TSW_GET);
     tsw_u64(&b, 8192 + 1); /* only the length: it is refused before the body is awaited */
@@ -86,7 +93,8 @@ static void t_oversize(void *arg)
     fd = tsw_open(port);
     tsw_u8(&b, TSW_SET);
     tsw_str(&b, "/big");
-    tsw_u64(&b, (8u << 20) + 1);
+    /* The listener's --tcpstore-max-value; the relay has no value flag: --relay-max-request bounds it. */
+    tsw_u64(&b, T.relay ? (64u << 20) + 1 : (8u << 20) + 1);
     CHECK_EQ(tsw_send(fd, &b), 0);
     CHECK(tsw_closed(fd, T_MS));
     close(fd);
@@ -108,10 +116,14 @@ static void t_oversize(void *arg)
     CHECK(tsw_closed(fd, T_MS));
     close(fd);
     tsw_free(&b);
-    CHECK_EQ(h_stat(&d, "limit_tcpstore_key"), key0 + 1);
-    CHECK_EQ(h_stat(&d, "limit_tcpstore_value"), val0 + 1);
-    CHECK_EQ(h_stat(&d, "limit_tcpstore_keys_per_request"), keys0 + 1);
-    CHECK_EQ(h_stat(&d, "tcpstore_bad_request"), bad0 + 2);
+    if (!T.relay)
+        CHECK_EQ(h_stat(&T.d, "limit_tcpstore_key"), key0 + 1);
+    if (!T.relay)
+        CHECK_EQ(h_stat(&T.d, "limit_tcpstore_value"), val0 + 1);
+    if (!T.relay)
+        CHECK_EQ(h_stat(&T.d, "limit_tcpstore_keys_per_request"), keys0 + 1);
+    if (!T.relay)
+        CHECK_EQ(h_stat(&T.d, "tcpstore_bad_request"), bad0 + 2);
     server_fine();
 }
 
@@ -167,7 +179,7 @@ static void t_half_sent(void *arg)
 static void t_legacy_ops(void *arg)
 {
     (void)arg;
-    long long old0 = h_stat(&d, "tcpstore_legacy_era");
+    long long old0 = T.relay ? 0 : h_stat(&T.d, "tcpstore_legacy_era");
     int fd = tsw_connect(port);
     key_i64(fd, TSW_OLD_ADD, "init/", 1);
     i64_is(fd, 1);
@@ -196,7 +208,8 @@ static void t_legacy_ops(void *arg)
     i64_is(fd, 1);
     CHECK_EQ(tsw_req(fd, TSW_OLD_CANCEL_WAIT, NULL), 0);
     CHECK_EQ(tsw_byte(fd, T_MS), 1);
-    CHECK_EQ(h_stat(&d, "tcpstore_legacy_era"), old0 + 1);
+    if (!T.relay)
+        CHECK_EQ(h_stat(&T.d, "tcpstore_legacy_era"), old0 + 1);
     close(fd);
 }
 
@@ -204,7 +217,7 @@ static void t_legacy_ops(void *arg)
 static void t_legacy_abandoned_wait(void *arg)
 {
     (void)arg;
-    long long ab0 = h_stat(&d, "tcpstore_waits_abandoned");
+    long long ab0 = T.relay ? 0 : h_stat(&T.d, "tcpstore_waits_abandoned");
     int a = tsw_connect(port), b = tsw_open(port);
     struct tsw_buf buf = {0};
     tsw_u8(&buf, TSW_OLD_WAIT);
@@ -221,7 +234,8 @@ static void t_legacy_abandoned_wait(void *arg)
     int64_t n = tsw_i64(a, T_MS, &ok);
     CHECK(ok && n >= 2 && n < 1000);
     CHECK(tsw_quiet(a, QUIET_MS));
-    CHECK_EQ(h_stat(&d, "tcpstore_waits_abandoned"), ab0 + 1);
+    if (!T.relay)
+        CHECK_EQ(h_stat(&T.d, "tcpstore_waits_abandoned"), ab0 + 1);
     close(a);
     close(b);
 }
@@ -230,6 +244,8 @@ static void t_legacy_abandoned_wait(void *arg)
 static void t_validate_timeout(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* the listener's own flags, counters or process */
     static const uint8_t part[] = {0x00, 0xCE};
     int silent = tsw_connect(port), stalled = tsw_connect(port);
     CHECK_EQ(raw_send(stalled, part, sizeof part), 0);
@@ -240,7 +256,7 @@ static void t_validate_timeout(void *arg)
     CHECK_EQ(raw_send(silent, rest, sizeof rest), 0);
     CHECK_EQ(tsw_read(silent, echo, sizeof echo, T_MS), 0);
     CHECK_EQ(echo[3], 4);
-    CHECK(h_stat(&d, "tcpstore_validate_timeout") >= 1);
+    CHECK(h_stat(&T.d, "tcpstore_validate_timeout") >= 1);
     close(silent);
     close(stalled);
 }
@@ -249,6 +265,8 @@ static void t_validate_timeout(void *arg)
 static void t_max_connections(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* the listener's own flags, counters or process */
     struct h_daemon d2;
     const char *extra[] = {"--max-connections", "2", NULL};
     uint16_t p2 = tsw_start(&d2, extra);
@@ -266,6 +284,8 @@ static void t_max_connections(void *arg)
 static void t_store_quota(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* the listener's own flags, counters or process */
     struct h_daemon d2;
     const char *extra[] = {"--max-keys-per-ns", "3", NULL};
     uint16_t p2 = tsw_start(&d2, extra);
@@ -296,6 +316,8 @@ static void t_store_quota(void *arg)
 static void t_drain(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* the listener's own flags, counters or process */
     struct h_daemon d2;
     uint16_t p2 = tsw_start(&d2, NULL);
     int a = tsw_open(p2);
@@ -317,6 +339,8 @@ static void t_drain(void *arg)
 static void t_token_refused(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* the listener's own flags, counters or process */
     const char *bin = getenv("MUSTER_TEST_MUSTERD");
     pid_t pid = fork();
     if (pid == 0) {
@@ -432,6 +456,8 @@ static int child_done(pid_t pid, int ms, int *st)
 static void t_parked_backlog(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* the listener's own flags, counters or process */
     enum { PINGS = 70000 }; /* 350 KB: past the 256 KiB read-ahead plus one 64 KiB read */
     struct tsw_buf b = {0};
     int a = tsw_open(port), setter = tsw_open(port);
@@ -448,10 +474,10 @@ static void t_parked_backlog(void *arg)
         _exit(raw_send(a, b.p, b.n) == 0 ? 0 : 1);
     CHECK(pid > 0);
     int st = 0, done = child_done(pid, 1000, &st);
-    long long t0 = cpu_ticks(d.pid);
+    long long t0 = cpu_ticks(T.d.pid);
     int64_t w0 = h_now_ms();
     CHECK(tsw_quiet(a, 500));
-    long long used = cpu_ticks(d.pid) - t0, window = (h_now_ms() - w0) * sysconf(_SC_CLK_TCK) / 1000;
+    long long used = cpu_ticks(T.d.pid) - t0, window = (h_now_ms() - w0) * sysconf(_SC_CLK_TCK) / 1000;
     CHECK(t0 >= 0 && used * 4 < window); /* a spinning loop would use all of it */
     CHECK_EQ(tsw_req(setter, TSW_SET, "/backlog-go", "1", NULL), 0);
     CHECK_EQ(tsw_byte(a, T_MS), 0); /* STOP_WAITING */
@@ -474,6 +500,8 @@ static void t_parked_backlog(void *arg)
 static void t_max_request(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* the listener's own flags, counters or process */
     struct h_daemon d2;
     const char *extra[] = {"--tcpstore-max-key", "64", "--tcpstore-max-value", "1K", "--tcpstore-max-request", "2K",
                            NULL};
@@ -511,6 +539,8 @@ static void t_max_request(void *arg)
 static void t_backpressure(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* the listener's own flags, counters or process */
     enum { GETS = 100 };
     struct h_daemon d2;
     const char *extra[] = {"--max-value", "256K", "--max-frame", "300K", "--max-output", "1M", "--slow-timeout", "500",
@@ -561,6 +591,8 @@ static void t_backpressure(void *arg)
 static void t_durable(void *arg)
 {
     (void)arg;
+    if (T.relay)
+        return; /* the listener's own flags, counters or process */
     struct h_daemon d2;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/ts-data", h_tmpdir());
@@ -587,7 +619,7 @@ int main(void)
 {
     h_init("tcpstore-hostile", 120);
     const char *extra[] = {"--tcpstore-validate-timeout", "300", NULL};
-    port = tsw_start(&d, extra);
+    port = tst_start(&T, getenv("MUSTER_TEST_TS_TARGET") ? NULL : extra);
     if (!port)
         return h_finish();
     H_RUN(t_oversize, NULL);
@@ -605,6 +637,20 @@ int main(void)
     H_RUN(t_max_request, NULL);
     H_RUN(t_backpressure, NULL);
     H_RUN(t_durable, NULL);
-    CHECK_EQ(h_stop(&d), 0);
+    CHECK_EQ(tst_stop(&T), 0);
+    if (T.relay) {
+        /* The relay's report when it stops: t_oversize's refusals, counted under its own names. */
+        char path[4200], buf[1 << 14];
+        snprintf(path, sizeof path, "%s/launcher.err", T.dir);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        buf[n] = '\0';
+        if (f)
+            fclose(f);
+        CHECK(strstr(buf, "bad_request 2,") != NULL);
+        CHECK(strstr(buf, "limit_key 1,") != NULL);
+        CHECK(strstr(buf, "limit_keys 1,") != NULL);
+        CHECK(strstr(buf, "limit_request 1,") != NULL);
+    }
     return h_finish();
 }
