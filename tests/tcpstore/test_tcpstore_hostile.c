@@ -640,13 +640,8 @@ int main(void)
     CHECK_EQ(tst_stop(&T), 0);
     if (T.relay) {
         /* The relay's report when it stops: t_oversize's refusals, counted under its own names. */
-        char path[4200], buf[1 << 14];
-        snprintf(path, sizeof path, "%s/launcher.err", T.dir);
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        buf[n] = '\0';
-        if (f)
-            fclose(f);
+        char buf[1 << 14];
+        tst_relay_report(&T, buf, sizeof buf);
         CHECK(strstr(buf, "bad_request 2,") != NULL);
         CHECK(strstr(buf, "limit_key 1,") != NULL);
         CHECK(strstr(buf, "limit_keys 1,") != NULL);

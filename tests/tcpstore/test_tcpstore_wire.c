@@ -564,13 +564,8 @@ int main(void)
     CHECK_EQ(tst_stop(&T), 0);
     if (T.relay) {
         /* The relay closed no worker's connection and counted no refusal. */
-        char path[4200], buf[1 << 14];
-        snprintf(path, sizeof path, "%s/launcher.err", T.dir);
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        buf[n] = '\0';
-        if (f)
-            fclose(f);
+        char buf[1 << 14];
+        tst_relay_report(&T, buf, sizeof buf);
         CHECK(strstr(buf, "closing a worker's store connection") == NULL);
         CHECK(strstr(buf, "bad_request") == NULL);
     }

@@ -113,6 +113,19 @@ const char *tst_key(const struct tst *t, const char *key)
     return buf;
 }
 
+/* The relay's report (its launcher's stderr) in buf; "" without one. */
+const char *tst_relay_report(const struct tst *t, char *buf, size_t n)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/launcher.err", t->dir);
+    FILE *f = t->relay ? fopen(path, "r") : NULL;
+    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[got] = '\0';
+    if (f)
+        fclose(f);
+    return buf;
+}
+
 /* Stop the relay (if any) and the daemon; 0 when both ended cleanly. */
 int tst_stop(struct tst *t)
 {

@@ -30,6 +30,8 @@ struct tst {
 uint16_t tst_start(struct tst *t, const char *const *extra);
 /* The native key of a TCPStore key (prefix + key), in a static buffer. */
 const char *tst_key(const struct tst *t, const char *key);
+/* The relay's report (its launcher's stderr, complete once tst_stop returned) in buf; "" without one. */
+const char *tst_relay_report(const struct tst *t, char *buf, size_t n);
 /* Stop the relay (if any) and the daemon; 0 when both ended cleanly. */
 int tst_stop(struct tst *t);
 
