@@ -218,6 +218,22 @@ class Client:
         """Append value to key (created when absent); returns the new length."""
         return self._conn.append(key, to_bytes(value), to_ms(timeout))
 
+    def queue_push(self, key, value, timeout=None):
+        """Append value to key's queue (TCPStore's queues); returns its length after."""
+        return self._conn.queue_push(key, to_bytes(value), to_ms(timeout))
+
+    def queue_pop(self, key, block=False, timeout=None):
+        """Take the oldest value of key's queue; with block, wait for one first (Timeout when none comes).
+        Returns the value, or None when the queue is empty."""
+        if block:
+            self.wait(key, timeout)
+        _, value = self._conn.queue_pop(key, to_ms(timeout))
+        return value
+
+    def queue_len(self, key, timeout=None):
+        """The length of key's queue."""
+        return self._conn.queue_len(key, to_ms(timeout))
+
     def keys(self, prefix="", timeout=None, page=0):
         """Every key with prefix, in byte order (paged underneath; page 0 = the
         server's page size)."""

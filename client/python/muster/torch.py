@@ -133,6 +133,22 @@ class MusterStore(dist.Store):
         """Append value to key (created when absent)."""
         self._call(self._client.append, key, to_bytes(value))
 
+    def queue_push(self, key, value):
+        """Append value to key's queue (torch 2.5's Store API)."""
+        self._call(self._client.queue_push, key, to_bytes(value))
+
+    def queue_pop(self, key, block=True):
+        """The oldest value of key's queue; with block, waiting for one up to the store timeout.  An empty
+        queue raises, as torch's stores do."""
+        value = self._call(self._client.queue_pop, key, block=block, timeout=self._timeout)
+        if value is None:
+            raise getattr(dist, "DistQueueEmptyError", RuntimeError)(f"queue '{key}' is empty")
+        return value
+
+    def queue_len(self, key):
+        """The length of key's queue."""
+        return self._call(self._client.queue_len, key)
+
     def has_extended_api(self):
         """multi_get, multi_set and append are native (torch 2.x asks)."""
         return True

@@ -368,6 +368,60 @@ static PyObject *conn_append(ConnObject *c, PyObject *args)
     return PyLong_FromUnsignedLongLong(length);
 }
 
+/* queue_push(key, value, timeout_ms) -> int, the queue's length after. */
+static PyObject *conn_queue_push(ConnObject *c, PyObject *args)
+{
+    const char *key, *val;
+    Py_ssize_t len;
+    unsigned int t = 0;
+    uint64_t length = 0;
+    char detail[CORE_DETAIL_MAX] = "";
+    int rc;
+    if (!PyArg_ParseTuple(args, "sy#|I", &key, &val, &len, &t))
+        return NULL;
+    CONN_CALL(c, rc, detail, muster_queue_push(m, key, val, (size_t)len, &length, t));
+    if (rc != MUSTER_OK)
+        return core_raise(rc, detail);
+    return PyLong_FromUnsignedLongLong(length);
+}
+
+/* queue_pop(key, timeout_ms) -> (length before, value or None). */
+static PyObject *conn_queue_pop(ConnObject *c, PyObject *args)
+{
+    const char *key;
+    unsigned int t = 0;
+    uint64_t before = 0;
+    void *val = NULL;
+    size_t len = 0;
+    char detail[CORE_DETAIL_MAX] = "";
+    int rc;
+    if (!PyArg_ParseTuple(args, "s|I", &key, &t))
+        return NULL;
+    CONN_CALL(c, rc, detail, muster_queue_pop(m, key, &before, &val, &len, t));
+    if (rc != MUSTER_OK)
+        return core_raise(rc, detail);
+    PyObject *out = before ? Py_BuildValue("(Ky#)", (unsigned long long)before, (const char *)val, (Py_ssize_t)len)
+                           : Py_BuildValue("(KO)", 0ULL, Py_None);
+    muster_free(val);
+    return out;
+}
+
+/* queue_len(key, timeout_ms) -> int. */
+static PyObject *conn_queue_len(ConnObject *c, PyObject *args)
+{
+    const char *key;
+    unsigned int t = 0;
+    uint64_t length = 0;
+    char detail[CORE_DETAIL_MAX] = "";
+    int rc;
+    if (!PyArg_ParseTuple(args, "s|I", &key, &t))
+        return NULL;
+    CONN_CALL(c, rc, detail, muster_queue_len(m, key, &length, t));
+    if (rc != MUSTER_OK)
+        return core_raise(rc, detail);
+    return PyLong_FromUnsignedLongLong(length);
+}
+
 /* list(prefix, after, limit, timeout_ms) -> ([keys], more). */
 static PyObject *conn_list(ConnObject *c, PyObject *args)
 {
@@ -472,6 +526,9 @@ static PyMethodDef conn_methods[] = {
     {"multi_get", (PyCFunction)conn_multi_get, METH_VARARGS, "multi_get(keys, wait, timeout_ms) -> [bytes]"},
     {"multi_set", (PyCFunction)conn_multi_set, METH_VARARGS, "multi_set(keys, values, timeout_ms)"},
     {"append", (PyCFunction)conn_append, METH_VARARGS, "append(key, value, timeout_ms) -> int"},
+    {"queue_push", (PyCFunction)conn_queue_push, METH_VARARGS, "queue_push(key, value, timeout_ms) -> int"},
+    {"queue_pop", (PyCFunction)conn_queue_pop, METH_VARARGS, "queue_pop(key, timeout_ms) -> (int, bytes | None)"},
+    {"queue_len", (PyCFunction)conn_queue_len, METH_VARARGS, "queue_len(key, timeout_ms) -> int"},
     {"list", (PyCFunction)conn_list, METH_VARARGS, "list(prefix, after, limit, timeout_ms) -> ([str], more)"},
     {"ping", (PyCFunction)conn_ping, METH_VARARGS, "ping(timeout_ms) -> microseconds"},
     {"barrier", (PyCFunction)conn_barrier, METH_VARARGS, "barrier(name, count, key, timeout_ms) -> (round, value)"},

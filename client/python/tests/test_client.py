@@ -62,6 +62,24 @@ def test_multi_append_keys(url):
         assert 0 < c.ping() < 5
 
 
+def test_queues(url):
+    with muster.connect(url, timeout=5) as c, muster.connect(url, timeout=5) as other:
+        assert c.queue_pop("jobs") is None
+        assert c.queue_push("jobs", b"a") == 1
+        assert c.queue_push("jobs", "bb") == 2
+        assert c.queue_len("jobs") == 2
+        assert c.check("jobs") is True  # a non-empty queue makes its key present
+        assert c.num_keys() == 0  # queues are not keys
+        assert c.queue_pop("jobs") == b"a"
+        assert c.queue_pop("jobs", block=True) == b"bb"
+        timer = threading.Timer(0.2, lambda: other.queue_push("jobs", b"late"))
+        timer.start()
+        assert c.queue_pop("jobs", block=True, timeout=5) == b"late"
+        timer.join()
+        with pytest.raises(muster.Timeout):
+            c.queue_pop("jobs", block=True, timeout=0.2)
+
+
 def test_blocking_get_and_wait_released_by_other_client(url):
     with muster.connect(url, timeout=5) as c, muster.connect(url, timeout=5) as other:
         timer = threading.Timer(0.2, lambda: other.set("late", b"here"))

@@ -136,6 +136,16 @@ def test_multi_set_get_append(store):
     assert store.get("new") == b"x"
 
 
+def test_queues(store):
+    store.queue_push("q", "a")
+    store.queue_push("q", b"b")
+    assert store.queue_len("q") == 2
+    assert store.queue_pop("q") == b"a"
+    assert store.queue_pop("q", block=False) == b"b"
+    with pytest.raises(RuntimeError):
+        store.queue_pop("q", block=False)
+
+
 def test_prefix_store(store):
     p = dist.PrefixStore("job0", store)
     p.set("key", "value")
