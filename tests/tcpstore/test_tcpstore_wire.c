@@ -484,6 +484,35 @@ static void t_binary_keys(void *arg)
     CHECK_EQ(tst_stop(&t2), 0);
 }
 
+static void barrier(int fd, const char *key, int64_t ws);
+
+/* TCPStore waits have no server deadline: under --max-wait-timeout 200 a WAIT and a BARRIER stay parked for
+ * 700 ms (the relay's upstream waits run out and are sent again meanwhile), then the set and the last
+ * arrival release each exactly once. */
+static void t_long_wait(void *arg)
+{
+    (void)arg;
+    struct tst t2;
+    const char *extra[] = {"--wait-timeout", "200", "--max-wait-timeout", "200", NULL};
+    uint16_t p2 = tst_start(&t2, extra);
+    int a = tsw_open(p2), b = tsw_open(p2), c = tsw_open(p2);
+    const char *key = "/long";
+    send_keys(a, TSW_WAIT, &key, 1);
+    barrier(b, "/long-bar", 2);
+    CHECK(tsw_quiet(a, 700) && tsw_quiet(b, 1));
+    CHECK_EQ(tsw_req(c, TSW_SET, key, "v", NULL), 0);
+    CHECK_EQ(tsw_byte(a, T_MS), 0);
+    barrier(c, "/long-bar", 2);
+    CHECK_EQ(tsw_byte(c, T_MS), 0);
+    CHECK_EQ(tsw_byte(b, T_MS), 0);
+    ping_ok(a, 11);
+    ping_ok(b, 12);
+    close(a);
+    close(b);
+    close(c);
+    CHECK_EQ(tst_stop(&t2), 0);
+}
+
 /* Send BARRIER key world_size. */
 static void barrier(int fd, const char *key, int64_t ws)
 {
@@ -556,6 +585,7 @@ int main(void)
     H_RUN(t_queue_wake_one, NULL);
     H_RUN(t_list_keys, NULL);
     H_RUN(t_binary_keys, NULL);
+    H_RUN(t_long_wait, NULL);
     H_RUN(t_barrier, NULL);
     if (!T.relay) {
         CHECK_EQ(h_stat(&T.d, "tcpstore_validate_era"), h_stat(&T.d, "tcpstore_connections_accepted"));
