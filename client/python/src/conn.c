@@ -351,8 +351,12 @@ done:
     return out;
 }
 
-/* append(key, value, timeout_ms) -> int, the new length. */
-static PyObject *conn_append(ConnObject *c, PyObject *args)
+/* A call taking (key, value, timeout_ms) and answering a length: muster_append and muster_queue_push. */
+typedef int (*conn_length_fn)(muster_t *m, const char *key, const void *value, size_t len, uint64_t *length,
+                              uint32_t timeout_ms);
+
+/* Run fn with (key, value, timeout_ms) from args; the length it answers. */
+static PyObject *conn_key_value_length(ConnObject *c, PyObject *args, conn_length_fn fn)
 {
     const char *key, *val;
     Py_ssize_t len;
@@ -362,27 +366,22 @@ static PyObject *conn_append(ConnObject *c, PyObject *args)
     int rc;
     if (!PyArg_ParseTuple(args, "sy#|I", &key, &val, &len, &t))
         return NULL;
-    CONN_CALL(c, rc, detail, muster_append(m, key, val, (size_t)len, &length, t));
+    CONN_CALL(c, rc, detail, fn(m, key, val, (size_t)len, &length, t));
     if (rc != MUSTER_OK)
         return core_raise(rc, detail);
     return PyLong_FromUnsignedLongLong(length);
 }
 
+/* append(key, value, timeout_ms) -> int, the new length. */
+static PyObject *conn_append(ConnObject *c, PyObject *args)
+{
+    return conn_key_value_length(c, args, muster_append);
+}
+
 /* queue_push(key, value, timeout_ms) -> int, the queue's length after. */
 static PyObject *conn_queue_push(ConnObject *c, PyObject *args)
 {
-    const char *key, *val;
-    Py_ssize_t len;
-    unsigned int t = 0;
-    uint64_t length = 0;
-    char detail[CORE_DETAIL_MAX] = "";
-    int rc;
-    if (!PyArg_ParseTuple(args, "sy#|I", &key, &val, &len, &t))
-        return NULL;
-    CONN_CALL(c, rc, detail, muster_queue_push(m, key, val, (size_t)len, &length, t));
-    if (rc != MUSTER_OK)
-        return core_raise(rc, detail);
-    return PyLong_FromUnsignedLongLong(length);
+    return conn_key_value_length(c, args, muster_queue_push);
 }
 
 /* queue_pop(key, timeout_ms) -> (length before, value or None). */
