@@ -6,6 +6,8 @@
 #include <muster/rdzv.h>
 
 #include "internal.h"
+#include "keys.h"
+#include "run_answer.h"
 
 /* Heartbeat timeout assumed when the server did not announce one (musterd's default). */
 #define RDZV_DEFAULT_HEARTBEAT_MS 3000u
@@ -209,4 +211,28 @@ void muster_assignment_free(muster_assignment *a)
     free(a->members);
     free(a->excluded);
     free(a);
+}
+
+/* Read and parse the recovery answer a `muster run --recovery in-place` launcher published for generation. */
+int muster_run_answer(muster_t *m, uint64_t generation, const char *node_id, muster_assignment **out,
+                      uint32_t timeout_ms)
+{
+    char key[64];
+    void *v = NULL;
+    size_t n = 0;
+    int rc;
+    if (!out)
+        return MUSTER_EINVAL;
+    *out = NULL;
+    if (!m || !node_id || !*node_id)
+        return MUSTER_EINVAL;
+    keys_run_answer(key, sizeof key, generation);
+    rc = muster_get(m, key, timeout_ms > 0, timeout_ms, &v, &n);
+    if (rc != MUSTER_OK)
+        return rc;
+    rc = run_answer_parse(v, n, node_id, out);
+    muster_free(v);
+    if (rc == MUSTER_EPROTO)
+        return error_set(m, rc, "the key of the recovery answer holds something else");
+    return rc;
 }

@@ -12,6 +12,7 @@
  *                                                               logs an id_published event
  *   muster/run/<generation>/done            muster run          muster run (every node)
  *   muster/run/<generation>/place/<node>    muster run          its workers (--recovery in-place)
+ *   muster/run/<generation>/answer          muster run          its workers (muster_run_answer)
  *   torch/<generation>/...                  muster run's relay  the relay (torch's keys)
  *   muster/torchrun/closed                  muster.torchrun     muster.torchrun
  *   torch.rendezvous.<run>.<generation>...  muster.torchrun     muster.torchrun (a PrefixStore)
@@ -50,6 +51,9 @@
  * generations: "rank_start world_size local_world_size node_rank num_nodes"; generation, node id.
  * "place/" keeps a node named "done" clear of the done key. */
 #define KEYS_RUN_PLACE_FMT "muster/run/%" PRIu64 "/place/%s"
+/* The recovery answer of a `muster run --recovery in-place` generation formed by a recovery round, the same
+ * for every node (client/run_answer.h has its text form); the argument is the generation. */
+#define KEYS_RUN_ANSWER_FMT "muster/run/%" PRIu64 "/answer"
 /* Set (to the generation, in decimal) by each node of a `muster run` job whose
  * workers all finished: a launcher that arrives later runs nothing. */
 #define KEYS_RUN_COMPLETED "muster/run/completed"
@@ -99,6 +103,12 @@ static inline int keys_run_done(char *buf, size_t n, uint64_t generation)
 static inline int keys_run_place(char *buf, size_t n, uint64_t generation, const char *node_id)
 {
     return snprintf(buf, n, KEYS_RUN_PLACE_FMT, generation, node_id);
+}
+
+/* Write the recovery answer key of a `muster run` generation into buf; snprintf's result. */
+static inline int keys_run_answer(char *buf, size_t n, uint64_t generation)
+{
+    return snprintf(buf, n, KEYS_RUN_ANSWER_FMT, generation);
 }
 
 /* Write the relay's key prefix of a `muster run` generation into buf; snprintf's result. */

@@ -121,6 +121,15 @@ MUSTER_API int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms);
  * once every member has finished it counts as completed, not failed.
  * MUSTER_ENOTMEMBER when this handle never joined. */
 MUSTER_API int muster_rdzv_finish(muster_t *m, uint32_t timeout_ms);
+/* For a worker of `muster run --recovery in-place`: the assignment that node node_id (its MUSTER_NODE_ID)
+ * got in generation, a generation formed by a recovery round, as its launcher published it (members and
+ * excluded list included, causes left out), so the worker can rebuild what depended on the old world
+ * (muster_nccl_comm_recover).  Waits up to timeout_ms for the launcher to publish it (0: not at all).
+ * *out is caller-owned (muster_assignment_free).  MUSTER_ENOTFOUND: nothing published (the generation
+ * was not formed by a recovery, or not yet); MUSTER_EEXCLUDED: the recovery left this node out;
+ * MUSTER_EPROTO: the key holds something else. */
+MUSTER_API int muster_run_answer(muster_t *m, uint64_t generation, const char *node_id, muster_assignment **out,
+                                 uint32_t timeout_ms);
 /* Free an assignment; NULL is a no-op. */
 MUSTER_API void muster_assignment_free(muster_assignment *a);
 
