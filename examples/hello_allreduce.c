@@ -27,6 +27,18 @@
  * the new world first agree on the iteration to resume at (the highest
  * any of them reached: a process started into the new world has done
  * none), then every rank prints the sum over the new world.
+ *
+ * In place with a CUDA device, the sums run through an NCCL communicator
+ * instead, which follows the world too: a rank waiting on a collective
+ * looks at the generation key every DEMO_POLL_MS; once a new generation
+ * has formed it reads the recovery answer its launcher published
+ * (muster_run_answer) and rebuilds the communicator in the same process
+ * with muster_nccl_comm_recover (a shrink when ranks were only lost, a
+ * fresh init when ranks join).  A process started into such a generation
+ * (a replaced rank, an admitted standby) joins it the same way.
+ * MUSTER_DEMO_RECOVER=init makes the survivors abort the old communicator
+ * and initialise a fresh one instead (muster_nccl_comm_init), to compare.
+ * Each all-reduce line ends with the wall clock (ns since the epoch).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -53,6 +65,10 @@
 
 /* What a wait in place ended with besides muster's statuses: a new generation formed. */
 #define DEMO_MOVED 1000
+/* In place on a GPU: how often a rank waiting on a collective reads the generation key, and how long
+ * it sleeps between looks at the stream. */
+#define DEMO_POLL_MS 10
+#define DEMO_NAP_US 200
 
 /* The job as the launcher described it. */
 struct demo {
@@ -66,6 +82,7 @@ struct demo {
     const char *node_id;
     long iterations;
     unsigned interval_ms;
+    int recover_init;   /* MUSTER_DEMO_RECOVER=init: survivors re-initialise instead of recovering */
 };
 
 /* Read a non-negative decimal environment variable into *out (fallback when unset). */
@@ -97,6 +114,12 @@ static int demo_read_in_place(struct demo *d)
     d->interval_ms = (unsigned)interval;
     d->local_rank = (long)local;
     d->node_id = getenv("MUSTER_NODE_ID");
+    const char *how = getenv("MUSTER_DEMO_RECOVER");
+    if (how && *how && strcmp(how, "init") != 0 && strcmp(how, "recover") != 0) {
+        fprintf(stderr, "hello_allreduce: MUSTER_DEMO_RECOVER is recover (the default) or init\n");
+        return -1;
+    }
+    d->recover_init = how && strcmp(how, "init") == 0;
     if (d->in_place && (!d->node_id || !*d->node_id)) {
         fprintf(stderr, "hello_allreduce: MUSTER_DEMO_INPLACE needs MUSTER_NODE_ID (start it with `muster run`)\n");
         return -1;
@@ -436,6 +459,240 @@ static int demo_run_nccl(const struct demo *d)
     muster_close(m);
     return rc == MUSTER_OK ? 0 : demo_fail_nccl(d, "communicator teardown", rc);
 }
+
+/* ------------------------------------------------------ in place on a GPU */
+
+/* A communicator of one generation with the stream and the device buffer its collectives use. */
+struct demo_gpu {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    float *buf;
+};
+
+/* Wall-clock nanoseconds, comparable across processes (the lines' timestamps). */
+static long long demo_wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Give g a stream and a buffer for its new communicator; MUSTER_OK or MUSTER_ENCCL. */
+static int demo_gpu_open(struct demo_gpu *g)
+{
+    g->stream = NULL;
+    g->buf = NULL;
+    if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess)
+        return MUSTER_ENCCL;
+    return cudaMalloc((void **)&g->buf, sizeof *g->buf) == cudaSuccess ? MUSTER_OK : MUSTER_ENCCL;
+}
+
+/* Let go of g's stream and buffer once its communicator is gone.  A collective of the old world that
+ * never finished (the communicator was aborted) may still hold them: those are left behind, since
+ * cudaFree would wait for it. */
+static void demo_gpu_close(struct demo_gpu *g)
+{
+    if (g->stream && cudaStreamQuery(g->stream) == cudaSuccess) {
+        cudaFree(g->buf);
+        g->buf = NULL;
+    }
+    if (g->stream)
+        cudaStreamDestroy(g->stream);
+    g->stream = NULL;
+}
+
+/* Wait for the communicator's enqueue and the stream's work, reading the generation key every
+ * DEMO_POLL_MS: MUSTER_OK, DEMO_MOVED (a new generation formed), MUSTER_ETIMEDOUT or MUSTER_ENCCL. */
+static int demo_gpu_wait(const struct demo *d, muster_t *m, const struct demo_gpu *g)
+{
+    long long start = demo_now_ms(), looked = start;
+    struct timespec nap = {0, DEMO_NAP_US * 1000L};
+    int failed = 0;
+    for (;;) {
+        ncclResult_t async = ncclSuccess;
+        long long now;
+        if (!failed && ncclCommGetAsyncError(g->comm, &async) == ncclSuccess && async == ncclSuccess) {
+            cudaError_t q = cudaStreamQuery(g->stream);
+            if (q == cudaSuccess)
+                return MUSTER_OK;
+            if (q != cudaErrorNotReady)
+                return MUSTER_ENCCL;
+        } else if (!failed && async != ncclInProgress) {
+            /* A peer died under the collective: the launchers' recovery will form the next world. */
+            failed = 1;
+        }
+        now = demo_now_ms();
+        if (now - looked >= DEMO_POLL_MS) {
+            looked = now;
+            if (demo_latest(m) > d->generation)
+                return DEMO_MOVED;
+        }
+        if (now - start >= d->timeout_ms)
+            return failed ? MUSTER_ENCCL : MUSTER_ETIMEDOUT;
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* All-reduce mine with op over g's communicator; the result into *out, or DEMO_MOVED, or a failure. */
+static int demo_gpu_reduce(const struct demo *d, muster_t *m, struct demo_gpu *g, float mine, ncclRedOp_t op,
+                           float *out)
+{
+    ncclResult_t res;
+    int rc;
+    if (cudaMemcpyAsync(g->buf, &mine, sizeof mine, cudaMemcpyHostToDevice, g->stream) != cudaSuccess)
+        return MUSTER_ENCCL;
+    res = ncclAllReduce(g->buf, g->buf, 1, ncclFloat, op, g->comm, g->stream);
+    if (res != ncclSuccess && res != ncclInProgress)
+        return MUSTER_ENCCL;
+    rc = demo_gpu_wait(d, m, g);
+    if (rc == MUSTER_OK && cudaMemcpy(out, g->buf, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess)
+        rc = MUSTER_ENCCL;
+    return rc;
+}
+
+/* Run one generation's iterations from *it on through the communicator: agree on the iteration to
+ * resume at (the highest any rank reached), then all-reduce; MUSTER_OK, DEMO_MOVED or a failure. */
+static int demo_gpu_generation(const struct demo *d, muster_t *m, struct demo_gpu *g, long *it)
+{
+    float sum = 0.0f, max = 0.0f;
+    int rc = demo_gpu_reduce(d, m, g, (float)*it, ncclMax, &max);
+    if (rc != MUSTER_OK)
+        return rc;
+    for (*it = (long)max; *it < d->iterations; (*it)++) {
+        if ((rc = demo_gpu_reduce(d, m, g, (float)(d->rank + 1), ncclSum, &sum)) != MUSTER_OK)
+            return rc;
+        printf("[Rank %ld] generation %llu, iteration %ld of %ld: After all_reduce: [%.1f] at %lld\n", d->rank,
+               d->generation, *it + 1, d->iterations, sum, demo_wall_ns());
+        if (d->interval_ms && *it + 1 < d->iterations)
+            demo_sleep_ms(d->interval_ms);
+    }
+    printf("[Rank %ld] pid %ld finished %ld iterations in generation %llu: world %ld, sum [%.1f]\n", d->rank,
+           (long)getpid(), d->iterations, d->generation, d->world, sum);
+    return MUSTER_OK;
+}
+
+/* Read the recovery answer of the latest generation for this node, following newer generations while
+ * it is not published; *ans is the caller's to free. */
+static int demo_gpu_answer(const struct demo *d, muster_t *m, muster_assignment **ans)
+{
+    long long end = demo_now_ms() + d->timeout_ms;
+    int rc;
+    do {
+        rc = muster_run_answer(m, demo_latest(m), d->node_id, ans, DEMO_SLICE_MS);
+    } while ((rc == MUSTER_ETIMEDOUT || rc == MUSTER_ENOTFOUND) && demo_now_ms() < end);
+    return rc;
+}
+
+/* Build g's communicator for the generation described by ans (NULL: a first generation).  g->comm is
+ * the old world's communicator (NULL for a process new to the world) and is released either way. */
+static int demo_gpu_build(struct demo *d, muster_t *m, struct demo_gpu *g, const muster_assignment *ans,
+                          muster_nccl_recovery *info)
+{
+    ncclComm_t comm = NULL;
+    int rc;
+    memset(info, 0, sizeof *info);
+    if (ans && ans->old_node_rank == UINT32_MAX && g->comm) {
+        ncclCommAbort(g->comm);   /* this node re-joined as a newcomer: its communicator is not a parent */
+        g->comm = NULL;
+    }
+    if (ans && !d->recover_init) {
+        rc = muster_nccl_comm_recover(m, g->comm, NULL, ans, (int)d->local_rank, NULL, &comm, info, d->timeout_ms);
+    } else {
+        if (g->comm)
+            ncclCommAbort(g->comm);
+        rc = muster_nccl_comm_init(m, d->generation, (int)d->rank, (int)d->world, (int)d->local_rank, NULL, &comm,
+                                   d->timeout_ms);
+        info->path = MUSTER_NCCL_PATH_INIT;
+    }
+    demo_gpu_close(g);
+    g->comm = comm;
+    if (rc == MUSTER_OK)
+        rc = demo_gpu_open(g);
+    return rc;
+}
+
+/* The name of a recovery path, for the lines. */
+static const char *demo_path_name(muster_nccl_path p)
+{
+    return p == MUSTER_NCCL_PATH_SHRINK ? "shrink" : p == MUSTER_NCCL_PATH_GROW ? "grow" : "init";
+}
+
+/* A new generation formed: read this node's place in it and rebuild the communicator in this process. */
+static int demo_gpu_follow(struct demo *d, muster_t *m, struct demo_gpu *g)
+{
+    long long seen = demo_wall_ns(), built;
+    unsigned long long old = d->generation;
+    long old_rank = d->rank;
+    muster_assignment *ans = NULL;
+    muster_nccl_recovery info;
+    int rc = demo_gpu_answer(d, m, &ans);
+    if (rc == MUSTER_OK && ans->previous_generation != old)
+        rc = MUSTER_ECONFLICT;   /* more than one generation formed meanwhile: the communicator is too old */
+    if (rc != MUSTER_OK) {
+        if (g->comm)
+            ncclCommAbort(g->comm);   /* left out, or lost: never finalize a communicator of a broken world */
+        g->comm = NULL;
+        muster_assignment_free(ans);
+        return rc;
+    }
+    d->generation = ans->generation;
+    d->rank = (long)ans->rank_start + d->local_rank;
+    d->world = (long)ans->world_size;
+    long long answered = demo_wall_ns();
+    rc = demo_gpu_build(d, m, g, ans, &info);
+    built = demo_wall_ns();
+    if (rc == MUSTER_OK)
+        printf("[Rank %ld] pid %ld stays in place: generation %llu -> %llu, rank %ld -> %ld of %ld; communicator "
+               "rebuilt by %s (%d ranks excluded, %s) in %.1f ms, %.1f ms after the new generation was seen\n",
+               d->rank, (long)getpid(), old, d->generation, old_rank, d->rank, d->world,
+               demo_path_name(info.path), info.n_excluded, info.revoked ? "revoked" : "aborted",
+               (double)(built - answered) / 1e6, (double)(built - seen) / 1e6);
+    muster_assignment_free(ans);
+    return rc;
+}
+
+/* In place on a GPU: iterate through an NCCL communicator and rebuild it in each new generation. */
+static int demo_run_nccl_in_place(struct demo *d)
+{
+    struct demo_gpu g = {0};
+    muster_assignment *ans = NULL;
+    muster_nccl_recovery info;
+    long it = 0;
+    int rc = MUSTER_OK;
+    muster_t *m = muster_connect(NULL, &rc);
+    if (!m)
+        return demo_fail(d, "cannot reach the store", rc, NULL);
+    int version = 0;
+    ncclGetVersion(&version);
+    printf("[Rank %ld] pid %ld starts in place on a GPU: generation %llu, rank %ld of %ld (NCCL %d)\n", d->rank,
+           (long)getpid(), d->generation, d->rank, d->world, version);
+    /* Started into a generation a recovery formed (a replaced rank, an admitted standby): join its
+     * communicator as a newcomer.  The launcher publishes the answer before it starts workers. */
+    rc = muster_run_answer(m, d->generation, d->node_id, &ans, 0);
+    if (rc == MUSTER_OK || rc == MUSTER_ENOTFOUND) {
+        rc = demo_gpu_build(d, m, &g, rc == MUSTER_OK ? ans : NULL, &info);
+        if (rc == MUSTER_OK && ans)
+            printf("[Rank %ld] pid %ld joined generation %llu as rank %ld of %ld (%s)\n", d->rank, (long)getpid(),
+                   d->generation, d->rank, d->world, demo_path_name(info.path));
+    }
+    muster_assignment_free(ans);
+    while (rc == MUSTER_OK && (rc = demo_gpu_generation(d, m, &g, &it)) == DEMO_MOVED)
+        rc = demo_gpu_follow(d, m, &g);
+    if (rc != MUSTER_OK) {
+        int status = rc == MUSTER_ENCCL ? demo_fail_nccl(d, "all_reduce in place", rc)
+                                        : demo_fail(d, "all_reduce in place", rc, m);
+        if (g.comm)
+            ncclCommAbort(g.comm);
+        demo_gpu_close(&g);
+        muster_close(m);
+        return status;
+    }
+    rc = muster_nccl_comm_destroy(g.comm, d->timeout_ms);
+    g.comm = NULL;
+    demo_gpu_close(&g);
+    muster_close(m);
+    return rc == MUSTER_OK ? 0 : demo_fail_nccl(d, "communicator teardown", rc);
+}
 #endif
 
 int main(void)
@@ -446,11 +703,11 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (demo_read_env(&d) != 0)
         return 2;
-    if (d.in_place)
-        return demo_run_in_place(&d); /* through the store: a communicator does not follow a new world */
 #ifdef MUSTER_HAVE_NCCL
     if (demo_have_gpu())
-        return demo_run_nccl(&d);
+        return d.in_place ? demo_run_nccl_in_place(&d) : demo_run_nccl(&d);
 #endif
+    if (d.in_place)
+        return demo_run_in_place(&d);
     return demo_run_store(&d);
 }
