@@ -143,6 +143,43 @@ static int nccl_recover_shrink(const struct nccl_recover_rt *rt, ncclComm_t pare
     return rc;
 }
 
+/* Agree among the survivors whether every old communicator can be shrunk (*all_ok): NCCL refuses to
+ * shrink one that holds an error (a proxy that saw the dead peer's socket close, an operation still in
+ * progress), and a shrink some survivors cannot start leaves the others waiting for them.  A survivor
+ * whose parent is unhealthy counts itself, then every survivor arrives at one barrier whose release
+ * answers with the count.  The barrier is entered in slices so that a broken generation ends the wait. */
+static int nccl_recover_vote(muster_t *m, ncclComm_t parent, const struct nccl_plan *plan, uint64_t generation,
+                             const char *name, uint64_t deadline, struct nccl_watch *w, int *all_ok)
+{
+    char key[NCCL_RECOVER_KEY_MAX], bar[NCCL_RECOVER_KEY_MAX];
+    ncclResult_t state = ncclInProgress;
+    void *val = NULL;
+    int rc = MUSTER_OK;
+    *all_ok = 0;
+    keys_nccl_unhealthy(key, sizeof key, generation, name);
+    keys_nccl_vote(bar, sizeof bar, generation, name);
+    if (ncclCommGetAsyncError(parent, &state) != ncclSuccess || state != ncclSuccess)
+        rc = muster_add(m, key, 1, NULL, nccl_left_ms(deadline));
+    for (int first = 1; rc == MUSTER_OK || rc == MUSTER_ETIMEDOUT; first = 0) {
+        uint32_t slice = nccl_left_ms(deadline);
+        if (!first && (deadline_now() >= deadline || nccl_watch_poll(w) == MUSTER_ECANCELED)) {
+            rc = deadline_now() >= deadline ? MUSTER_ETIMEDOUT : MUSTER_ECANCELED;
+            break;
+        }
+        if (slice > w->check_ms)
+            slice = w->check_ms;
+        rc = muster_barrier_fetch(m, bar, (uint32_t)plan->shrunk_world, key, &val, NULL, NULL, slice ? slice : 1);
+        if (rc != MUSTER_ETIMEDOUT)
+            break;
+    }
+    muster_free(val);
+    if (rc == MUSTER_ENOTFOUND) {
+        *all_ok = 1;   /* nobody counted itself */
+        return MUSTER_OK;
+    }
+    return rc;
+}
+
 /* Fetch the new rank 0's announcement, in slices so that a broken generation ends the wait. */
 static int nccl_recover_read(muster_t *m, const char *key, struct nccl_recover_note *note, uint64_t deadline,
                              struct nccl_watch *w)
@@ -313,6 +350,14 @@ int muster_nccl_comm_recover(muster_t *m, ncclComm_t parent, const muster_assign
     rc = nccl_recover_device(parent, local_rank, opts);
     keys_nccl_recover(key, sizeof key, recovery->generation, name);
     nccl_watch_init(&w, m, opts ? opts->events : NULL, recovery->generation, plan.world);
+    if (rc == MUSTER_OK && parent && plan.path != NCCL_PLAN_INIT) {
+        int all_ok = 0;
+        rc = nccl_recover_vote(m, parent, &plan, recovery->generation, name, deadline, &w, &all_ok);
+        if (rc == MUSTER_OK && !all_ok) {
+            plan.path = NCCL_PLAN_INIT;   /* a parent cannot be shrunk: every survivor re-initialises */
+            plan.revoke = 0;
+        }
+    }
     if (rc != MUSTER_OK) {
         if (parent)
             ncclCommAbort(parent);

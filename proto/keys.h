@@ -10,6 +10,8 @@
  *   muster/rdzv/<generation>/broken         musterd             libmuster-nccl
  *   nccl/<generation>/<comm>/id/<root>      libmuster-nccl      libmuster-nccl; musterd
  *                                                               logs an id_published event
+ *   nccl/<generation>/<comm>/unhealthy      libmuster-nccl      libmuster-nccl (with the barrier
+ *                                                               nccl/<generation>/<comm>/vote)
  *   muster/run/<generation>/done            muster run          muster run (every node)
  *   muster/run/<generation>/place/<node>    muster run          its workers (--recovery in-place)
  *   muster/run/<generation>/answer          muster run          its workers (muster_run_answer)
@@ -45,6 +47,12 @@
 /* The recovery announcement of communicator comm in a generation formed by a
  * recovery round: the path its new rank 0 took and the id that goes with it. */
 #define KEYS_NCCL_RECOVER_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s" KEYS_NCCL_ID_MARK "recover"
+/* Before a shrink in a generation formed by a recovery, each survivor of communicator comm whose old
+ * communicator holds an error counts itself here, then arrives at the barrier of that name below; the
+ * barrier's release answers with this key, so every survivor learns at once whether all can shrink. */
+#define KEYS_NCCL_UNHEALTHY_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s/unhealthy"
+/* The survivors' barrier of that vote (a barrier name, not a key): generation, comm. */
+#define KEYS_NCCL_VOTE_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s/vote"
 /* Counted up by each node of a `muster run` generation whose workers all succeeded. */
 #define KEYS_RUN_DONE_FMT "muster/run/%" PRIu64 "/done"
 /* A `muster run --recovery in-place` node's place in a generation, for the workers that stay across
@@ -80,6 +88,18 @@ static inline int keys_nccl_id(char *buf, size_t n, uint64_t generation, const c
 static inline int keys_nccl_recover(char *buf, size_t n, uint64_t generation, const char *comm)
 {
     return snprintf(buf, n, KEYS_NCCL_RECOVER_FMT, generation, comm);
+}
+
+/* Write the key of communicator comm's unhealthy count in generation into buf; snprintf's result. */
+static inline int keys_nccl_unhealthy(char *buf, size_t n, uint64_t generation, const char *comm)
+{
+    return snprintf(buf, n, KEYS_NCCL_UNHEALTHY_FMT, generation, comm);
+}
+
+/* Write the name of communicator comm's survivors' barrier in generation into buf; snprintf's result. */
+static inline int keys_nccl_vote(char *buf, size_t n, uint64_t generation, const char *comm)
+{
+    return snprintf(buf, n, KEYS_NCCL_VOTE_FMT, generation, comm);
 }
 
 /* Whether key (klen bytes, NUL-terminated) names an NCCL unique id; its generation into *generation. */
