@@ -638,15 +638,20 @@ static int demo_gpu_follow(struct demo *d, muster_t *m, struct demo_gpu *g)
     d->generation = ans->generation;
     d->rank = (long)ans->rank_start + d->local_rank;
     d->world = (long)ans->world_size;
+    /* Nodes only lost: a fresh init then means an old communicator could not be shrunk. */
+    int only_lost = ans->n_excluded > 0 && !d->recover_init;
+    for (size_t i = 0; i < ans->n_members; i++)
+        only_lost &= ans->members[i].old_node_rank != UINT32_MAX;
     long long answered = demo_wall_ns();
     rc = demo_gpu_build(d, m, g, ans, &info);
     built = demo_wall_ns();
     if (rc == MUSTER_OK)
         printf("[Rank %ld] pid %ld stays in place: generation %llu -> %llu, rank %ld -> %ld of %ld; communicator "
-               "rebuilt by %s (%d ranks excluded, %s) in %.1f ms, %.1f ms after the new generation was seen\n",
+               "rebuilt by %s%s (%d ranks excluded, %s) in %.1f ms, %.1f ms after the new generation was seen\n",
                d->rank, (long)getpid(), old, d->generation, old_rank, d->rank, d->world,
-               demo_path_name(info.path), info.n_excluded, info.revoked ? "revoked" : "aborted",
-               (double)(built - answered) / 1e6, (double)(built - seen) / 1e6);
+               demo_path_name(info.path),
+               only_lost && info.path == MUSTER_NCCL_PATH_INIT ? " in place of a shrink" : "", info.n_excluded,
+               info.revoked ? "revoked" : "aborted", (double)(built - answered) / 1e6, (double)(built - seen) / 1e6);
     muster_assignment_free(ans);
     return rc;
 }

@@ -198,7 +198,7 @@ timing() {
         [ -z "$first" ] && { echo "none"; return 1; }
         t=$(((first - T_KILL) / 1000))
         [ "$t" -gt "$worst" ] && worst=$t
-        r=$(sed -n 's/.*rebuilt by [a-z]* (.*) in \([0-9.]*\) ms.*/\1/p' "$TMP/$tag.n$i.out" | head -n 1)
+        r=$(sed -n 's/.*rebuilt by [a-z ]* (.*) in \([0-9.]*\) ms.*/\1/p' "$TMP/$tag.n$i.out" | head -n 1)
         [ -n "$r" ] && rebuild=$(awk -v a="$rebuild" -v b="$r" 'BEGIN {print (b > a) ? b : a}')
     done
     awk -v us="$worst" -v rb="$rebuild" 'BEGIN {printf "%.1f %.1f\n", us / 1000, rb}'
@@ -295,7 +295,7 @@ check_replace() {
 # Section bench, one timed run: MODE shrink|init|restart, N nodes, repetition REP; the victim is
 # node 1 (node 0 at N = 2 is kept so that rank 0 survives, as in the other runs).
 bench_run() {
-    local mode=$1 n=$2 rep=$3 tag t rmode=in-place i
+    local mode=$1 n=$2 rep=$3 tag t rmode=in-place i path
     tag=bench-$mode-$n-$rep
     [ "$mode" = restart ] && rmode=restart
     export MUSTER_DEMO_RECOVER=recover
@@ -308,9 +308,11 @@ bench_run() {
     fi
     finish "$tag" 40 $(seq 0 $((n - 1)))
     if t=$(timing "$tag" "${SURV[@]}"); then
-        say "$tag: kill to next all-reduce on every survivor ${t% *} ms, rebuild ${t#* } ms"
-        printf '{"mode":"%s","ranks":%d,"rep":%d,"ms":%s,"rebuild_ms":%s}\n' "$mode" "$n" "$rep" "${t% *}" "${t#* }" \
-            >>"$OUT/recover_runs.jsonl"
+        # The path the survivors' communicator took (restart: a new process's first init).
+        path=$(grep -ho "rebuilt by [a-z ]*" "$TMP/$tag".n*.out | sort | uniq -c | tr -s ' ' | paste -sd';')
+        say "$tag: kill to next all-reduce on every survivor ${t% *} ms, rebuild ${t#* } ms ($path)"
+        printf '{"mode":"%s","ranks":%d,"rep":%d,"ms":%s,"rebuild_ms":%s,"path":"%s"}\n' "$mode" "$n" "$rep" \
+            "${t% *}" "${t#* }" "${path:-new processes}" >>"$OUT/recover_runs.jsonl"
     else
         say "$tag: no all-reduce after the kill"
         show "$tag"
@@ -352,8 +354,8 @@ for n in sizes:
     ratio = lambda a, b: f"{a / b:.2f}x" if a is not None and b else "-"
     print(f"| {n} | {ratio(s, i)} | {ratio(s, r)} | {len(by.get((n,'shrink'),[]))}, {len(by.get((n,'init'),[]))}, {len(by.get((n,'restart'),[]))} |")
 print()
-print("| ranks | mode | median ms | min-max ms | communicator rebuild, median ms | runs (ms) |")
-print("|---|---|---|---|---|---|")
+print("| ranks | mode | median ms | min-max ms | communicator rebuild, median ms | runs (ms) | survivors' path |")
+print("|---|---|---|---|---|---|---|")
 for n in sizes:
     for m in ("shrink", "init", "restart"):
         v = [r["ms"] for r in by.get((n, m), [])]
@@ -361,7 +363,8 @@ for n in sizes:
             continue
         rb = med((n, m), "rebuild_ms")
         print(f"| {n} | {m} | {statistics.median(v):.0f} | {min(v):.0f}-{max(v):.0f} | "
-              f"{rb:.0f} | {', '.join(f'{x:.0f}' for x in v)} |")
+              f"{rb:.0f} | {', '.join(f'{x:.0f}' for x in v)} | "
+              f"{'; '.join(sorted({r.get('path', '') for r in by[(n, m)]}))} |")
 EOF
 }
 
