@@ -141,26 +141,30 @@ int kvreq_wait(struct kvreq *k, muster_t *m, const char *const *keys, size_t n, 
     return MUSTER_OK;
 }
 
+/* A wait for one key with WaitReq's one-key fields (at_least, skip); the key list outlives this call, since
+ * the request is packed after it returns. */
+static int kvreq_wait_one(struct kvreq *k, muster_t *m, const char *key, int64_t at_least, uint64_t skip,
+                          uint32_t timeout_ms)
+{
+    if (!key)
+        return MUSTER_EINVAL;
+    k->key1 = (char *)key;
+    int rc = kvreq_wait(k, m, (const char *const *)&k->key1, 1, timeout_ms);
+    k->op.wait.at_least = at_least;
+    k->op.wait.skip = skip;
+    return rc;
+}
+
 /* A wait until key holds a decimal count of at least at_least (server-enforced deadline). */
 int kvreq_wait_count(struct kvreq *k, muster_t *m, const char *key, int64_t at_least, uint32_t timeout_ms)
 {
-    if (at_least <= 0 || !key)
-        return MUSTER_EINVAL;
-    k->key1 = (char *)key; /* the list outlives this call: the request is packed after it returns */
-    int rc = kvreq_wait(k, m, (const char *const *)&k->key1, 1, timeout_ms);
-    k->op.wait.at_least = at_least;
-    return rc;
+    return at_least > 0 ? kvreq_wait_one(k, m, key, at_least, 0, timeout_ms) : MUSTER_EINVAL;
 }
 
 /* A wait until key exists, counting its queue as present only with more than skip values. */
 int kvreq_wait_skip(struct kvreq *k, muster_t *m, const char *key, uint64_t skip, uint32_t timeout_ms)
 {
-    if (!key)
-        return MUSTER_EINVAL;
-    k->key1 = (char *)key; /* the list outlives this call: the request is packed after it returns */
-    int rc = kvreq_wait(k, m, (const char *const *)&k->key1, 1, timeout_ms);
-    k->op.wait.skip = skip;
-    return rc;
+    return kvreq_wait_one(k, m, key, 0, skip, timeout_ms);
 }
 
 /* A count of the keys in the namespace. */

@@ -372,7 +372,7 @@ static void run_relay_reap(struct run_relay *r)
         if (c->dead && !c->refs) {
             tscodec_reset(&c->req);
             run_relay_slots_free(c);
-            free(c->promised);
+            run_relay_unpromise(r, c);
             free(c->in);
             free(c->out.p);
             free(c);

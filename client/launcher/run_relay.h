@@ -96,6 +96,7 @@ struct run_relay {
     struct run_relay_wkey *wkeys;  /* keys the workers WATCH_KEY (run_relay_watch.c) */
     size_t nwatches;               /* their registrations */
     uint64_t dropped;              /* muster_events_dropped() when last seen */
+    size_t npromised;              /* connections holding a promised queue value (conn->promised) */
     struct run_relay_stats st;
 };
 
@@ -109,6 +110,8 @@ uint64_t run_relay_partial_since(const struct run_relay_conn *c, int took, uint6
 size_t run_relay_torch_key(const struct run_relay *r, const char *native, char *out);
 /* Serve one decoded request of c (run_relay_ops.c); c may be parked or closed by it. */
 void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const struct ts_req *q);
+/* c no longer holds a value a queue push released for it (it sent its next request, or it is freed). */
+void run_relay_unpromise(struct run_relay *r, struct run_relay_conn *c);
 /* Drop c's parked request without an answer. */
 void run_relay_ops_unpark(struct run_relay_conn *c);
 /* Answer c's WAIT or BARRIER (STOP_WAITING) and end its park. */

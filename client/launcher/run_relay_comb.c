@@ -273,7 +273,8 @@ static void run_relay_comb_rewait(struct run_relay *r, struct run_relay_batch *b
 uint64_t run_relay_comb_promised(const struct run_relay *r, const char *key)
 {
     uint64_t n = 0;
-    for (size_t i = 0; i < r->nconns; i++) {
+    /* Nearly always none: the scan runs only while a queue push's release is promised to a worker. */
+    for (size_t i = 0; r->npromised && i < r->nconns; i++) {
         const struct run_relay_conn *c = r->conns[i];
         n += !c->dead && c->promised && strcmp(c->promised, key) == 0;
     }
@@ -290,8 +291,9 @@ static void run_relay_comb_handoff(struct run_relay *r, struct run_relay_batch *
         struct run_relay_conn *c = b->m[i].c;
         if (!run_relay_comb_live(&b->m[i]))
             continue;
-        free(c->promised);
-        c->promised = c->npkeys == 1 ? strdup(c->pkeys[0]) : NULL;
+        run_relay_unpromise(r, c);
+        if (c->npkeys == 1 && (c->promised = strdup(c->pkeys[0])))
+            r->npromised++;
         run_relay_ops_release(c);
         break;
     }

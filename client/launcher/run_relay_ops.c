@@ -409,8 +409,7 @@ void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const
 {
     r->st.requests++;
     /* Its next request after a queue push released it: the value is no longer promised (it pops it now). */
-    free(c->promised);
-    c->promised = NULL;
+    run_relay_unpromise(r, c);
     /* What this request sends upstream must reach musterd after c's earlier one, gathered this turn. */
     if (q->op != TS_CANCEL_WAIT && q->op != TS_PING && q->op != TS_VALIDATE)
         run_relay_comb_flush_conn(r, c);
@@ -443,6 +442,16 @@ void run_relay_ops_dispatch(struct run_relay *r, struct run_relay_conn *c, const
     }
     default: run_relay_ops_single(r, c, q); return;
     }
+}
+
+/* c no longer holds a value a queue push released for it (it sent its next request, or it is freed). */
+void run_relay_unpromise(struct run_relay *r, struct run_relay_conn *c)
+{
+    if (!c->promised)
+        return;
+    free(c->promised);
+    c->promised = NULL;
+    r->npromised--;
 }
 
 /* Drop c's parked request without an answer (its slot goes out empty). */
