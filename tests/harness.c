@@ -33,6 +33,24 @@ static char h_dir[PATH_MAX];
 static int h_ndaemons;
 static volatile pid_t h_pids[H_MAX_DAEMONS];
 static char h_logs[H_MAX_DAEMONS][PATH_MAX];
+/* Children other than daemons (launchers, forked helpers, workers) that the hard timeout kills. */
+#define H_MAX_CHILDREN 256
+static volatile pid_t h_children[H_MAX_CHILDREN];
+
+/* SIGKILL every tracked child and the process group it may lead (async-signal-safe); returns how many. */
+static int h_kill_tracked(void)
+{
+    int n = 0;
+    for (int i = 0; i < H_MAX_CHILDREN; i++) {
+        pid_t pid = h_children[i];
+        if (pid <= 0)
+            continue;
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        n++;
+    }
+    return n;
+}
 
 /* Kill every daemon still running and exit: the hard timeout fired. */
 static void h_on_alarm(int sig)
@@ -45,6 +63,8 @@ static void h_on_alarm(int sig)
     for (int i = 0; i < H_MAX_DAEMONS; i++)
         if (h_pids[i] > 0)
             kill(h_pids[i], SIGKILL);
+    /* A child left running would outlive the test and hold its ports, files and CPU. */
+    h_kill_tracked();
     _exit(1);
 }
 
@@ -99,7 +119,7 @@ static void h_dump_file(const char *path)
     }
 }
 
-/* Print the summary, stop leftover daemons, remove the temp dir; returns the exit status. */
+/* Print the summary, stop leftover daemons and tracked children, remove the temp dir; returns the exit status. */
 int h_finish(void)
 {
     for (int i = 0; i < h_ndaemons; i++) {
@@ -108,6 +128,12 @@ int h_finish(void)
             waitpid(h_pids[i], NULL, 0);
             h_pids[i] = 0;
         }
+    }
+    h_kill_tracked();
+    for (int i = 0; i < H_MAX_CHILDREN; i++) {
+        if (h_children[i] > 0)
+            waitpid(h_children[i], NULL, 0);
+        h_children[i] = 0;
     }
     for (int i = 0; h_nfails && i < h_ndaemons; i++)
         h_dump_file(h_logs[i]);
@@ -160,12 +186,35 @@ int h_read_line(int fd, char *buf, size_t n, int ms)
     return got > 0 && buf[got - 1] == '\n' ? (int)got : -1;
 }
 
+/* Have the hard timeout (and h_finish) SIGKILL pid, a child that is not a daemon, with the process group
+ * it may lead, until h_untrack says it was reaped. */
+void h_track(pid_t pid)
+{
+    for (int i = 0; i < H_MAX_CHILDREN && pid > 0; i++) {
+        if (h_children[i] <= 0) {
+            h_children[i] = pid;
+            return;
+        }
+    }
+    if (pid > 0)
+        CHECK(!"too many tracked children in one test program");
+}
+
+/* Forget a tracked child (reaped, or never started). */
+void h_untrack(pid_t pid)
+{
+    for (int i = 0; i < H_MAX_CHILDREN && pid > 0; i++)
+        if (h_children[i] == pid)
+            h_children[i] = 0;
+}
+
 /* SIGKILL and reap the child *pid (when > 0) and close *fd (when >= 0), its report pipe; both are then -1. */
 void h_kill_child(pid_t *pid, int *fd)
 {
     if (*pid > 0) {
         kill(*pid, SIGKILL);
         waitpid(*pid, NULL, 0);
+        h_untrack(*pid);
     }
     if (*fd >= 0)
         close(*fd);

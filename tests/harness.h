@@ -4,7 +4,8 @@
  * 127.0.0.1 port 0 whose port is read back from its --port-file.
  *
  * A test program calls h_init() first and returns h_finish() from main();
- * the exit status is non-zero when any check failed.  The musterd binary is
+ * the exit status is non-zero when any check failed.  Children other than
+ * daemons are registered with h_track(), so a hard timeout kills them too.  The musterd binary is
  * named by MUSTER_TEST_MUSTERD (set by tests/meson.build).
  */
 #ifndef MUSTER_TEST_HARNESS_H
@@ -46,7 +47,7 @@ struct h_daemon {
 
 /* Start the harness: name for messages, hard timeout in seconds. */
 void h_init(const char *name, unsigned timeout_s);
-/* Print the summary, stop leftover daemons, remove the temp dir; returns the exit status. */
+/* Print the summary, stop leftover daemons and tracked children, remove the temp dir; returns the exit status. */
 int h_finish(void);
 /* The private temporary directory of this test program. */
 const char *h_tmpdir(void);
@@ -57,6 +58,11 @@ void h_nap(int ms);
 /* Read one line (up to n - 1 bytes, newline kept) from fd within ms; its length, or -1 when no whole
  * line came (end of file, or the time ran out).  buf is always NUL-terminated. */
 int h_read_line(int fd, char *buf, size_t n, int ms);
+/* Have the hard timeout (and h_finish) SIGKILL pid, a child that is not a daemon (a launcher, a forked
+ * helper, a worker), with the process group it may lead, until h_untrack says it was reaped. */
+void h_track(pid_t pid);
+/* Forget a tracked child (reaped, or never started). */
+void h_untrack(pid_t pid);
 /* SIGKILL and reap the child *pid (when > 0) and close *fd (when >= 0), its report pipe; both are then -1. */
 void h_kill_child(pid_t *pid, int *fd);
 /* Exit with the skip status after saying why. */

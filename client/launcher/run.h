@@ -100,6 +100,18 @@ struct run_env {
     int n_close_fds;
 };
 
+/* A worker's environment, built before the fork: a forked child of the threaded launcher may not
+ * allocate or call setenv (run_proc.c says why). */
+struct run_proc_env {
+    char **v;                  /* "NAME=VALUE", NULL-terminated, each owned */
+    size_t n, cap;
+    int failed;                /* an allocation failed: the environment is incomplete */
+};
+
+/* Put NAME=value into e, replacing NAME's entry when overwrite, else keeping it. */
+void run_proc_env_put(struct run_proc_env *e, const char *name, const char *value, int overwrite);
+/* Put NAME=v, v written in decimal. */
+void run_proc_env_put_u(struct run_proc_env *e, const char *name, unsigned long long v);
 /* fork() whose child starts with default signal handlers and an empty mask (see run_proc.c). */
 pid_t run_proc_fork(void);
 /* Whether a worker stream goes through the launcher in whole lines, given --prefix-output and whether
@@ -126,8 +138,9 @@ void run_proc_free(struct run_workers *ws);
 int run_guard_start(void);
 /* Tell the guard about a worker's process group: started (op '+') or reaped ('-'). */
 void run_guard_note(char op, pid_t pgid);
-/* In the forked child: the variables torchrun sets (rank, world and store ones are set by run_proc.c). */
-void run_torch_child_env(const struct run_env *env, int local_rank);
+/* Put into a worker's environment the variables torchrun sets (rank, world and store ones are put by
+ * run_proc.c). */
+void run_torch_worker_env(struct run_proc_env *e, const struct run_env *env, int local_rank);
 /* The error file of a worker of this generation. */
 void run_torch_error_path(char *buf, size_t n, const struct run_env *env, int rank);
 /* --rdzv-id names the job's namespace: put it into a URL that names none (*url may then point at buf),

@@ -8,6 +8,11 @@
  * Ctrl-C reaches the launcher, which decides what the workers get.  Workers
  * also ask the kernel for SIGKILL when the launcher dies, so a killed
  * launcher never leaves a half world running.
+ *
+ * The launcher has threads (libmuster's, the relay's), so a worker's child
+ * makes only async-signal-safe calls between fork and exec: its environment,
+ * the places PATH offers for the program and the pipe that reports a failed
+ * exec are all made before the fork.
  */
 #include "run.h"
 
@@ -21,6 +26,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 /* A worker output line longer than this is passed on in pieces. */
 #define RUN_LINE_MAX 16384
@@ -125,39 +132,173 @@ static void run_proc_drain(struct run_worker *w, int s)
     }
 }
 
-/* Put one environment variable formatted from an unsigned number. */
-static void run_proc_setenv_u(const char *name, unsigned long long v)
+/* Everything a worker's child needs, built before the fork (the child may not allocate). */
+struct run_proc_plan {
+    struct run_proc_env env; /* the worker's environment, for execve */
+    char **paths;            /* where to try the program, in PATH order (one place when it holds a slash) */
+    size_t npaths;
+    char **shv;              /* /bin/sh FILE ARGS...: execvp()'s fallback for a file without #! */
+    char *const *argv;
+    int report;              /* the write end of the pipe that carries a failed exec's errno */
+};
+
+/* Append an owned "NAME=VALUE" string to the environment being built (freed on failure). */
+static void run_proc_env_add(struct run_proc_env *e, char *s)
+{
+    if (s && e->n + 1 >= e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 64;
+        char **v = realloc(e->v, cap * sizeof *v);
+        if (!v) {
+            free(s);
+            s = NULL;
+        } else {
+            e->v = v;
+            e->cap = cap;
+        }
+    }
+    if (!s) {
+        e->failed = 1;
+        return;
+    }
+    e->v[e->n++] = s;
+    e->v[e->n] = NULL;
+}
+
+/* Put NAME=value into the environment being built, replacing NAME's entry when overwrite, else
+ * keeping it; an allocation that fails marks the environment failed. */
+void run_proc_env_put(struct run_proc_env *e, const char *name, const char *value, int overwrite)
+{
+    size_t nl = strlen(name), i = 0;
+    while (i < e->n && !(strncmp(e->v[i], name, nl) == 0 && e->v[i][nl] == '='))
+        i++;
+    if (i < e->n && !overwrite)
+        return;
+    char *s = malloc(nl + strlen(value) + 2);
+    if (s)
+        sprintf(s, "%s=%s", name, value);
+    if (i == e->n) {
+        run_proc_env_add(e, s);
+    } else if (!s) {
+        e->failed = 1;
+    } else {
+        free(e->v[i]);
+        e->v[i] = s;
+    }
+}
+
+/* Put NAME=v, v written in decimal. */
+void run_proc_env_put_u(struct run_proc_env *e, const char *name, unsigned long long v)
 {
     char buf[32];
     snprintf(buf, sizeof buf, "%llu", v);
-    setenv(name, buf, 1);
+    run_proc_env_put(e, name, buf, 1);
 }
 
-/* Give the (just forked) worker its place in the world through the environment. */
-static void run_proc_child_env(const struct run_env *env, int local_rank)
+/* Free an environment built by run_proc_env_put. */
+static void run_proc_env_free(struct run_proc_env *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        free(e->v[i]);
+    free(e->v);
+    memset(e, 0, sizeof *e);
+}
+
+/* Build a worker's environment: the launcher's own, with its place in the world put in. */
+static void run_proc_env_build(struct run_proc_env *e, const struct run_env *env, int local_rank)
 {
     const muster_assignment *a = env->a;
-    run_proc_setenv_u("RANK", (unsigned long long)a->rank_start + (unsigned)local_rank);
-    run_proc_setenv_u("LOCAL_RANK", (unsigned)local_rank);
-    run_proc_setenv_u("WORLD_SIZE", a->world_size);
-    run_proc_setenv_u("LOCAL_WORLD_SIZE", a->local_world_size);
-    run_proc_setenv_u("GROUP_RANK", a->node_rank);
-    run_proc_setenv_u("NODE_RANK", a->node_rank);
-    run_proc_setenv_u("GROUP_WORLD_SIZE", a->num_nodes);
-    run_proc_setenv_u("MUSTER_GENERATION", a->generation);
-    run_proc_setenv_u("MUSTER_RESTART_COUNT", (unsigned)env->restart_count);
-    run_proc_setenv_u("MUSTER_MAX_RESTARTS", (unsigned)env->max_restarts);
-    setenv("MUSTER_NODE_ID", a->node_id, 1);
-    setenv("MUSTER_URL", env->url, 1);
-    setenv("MASTER_ADDR", env->master_addr, 1);
-    run_proc_setenv_u("MASTER_PORT", env->master_port);
-    run_torch_child_env(env, local_rank);
+    for (char **p = environ; *p; p++)
+        run_proc_env_add(e, strdup(*p));
+    run_proc_env_put_u(e, "RANK", (unsigned long long)a->rank_start + (unsigned)local_rank);
+    run_proc_env_put_u(e, "LOCAL_RANK", (unsigned)local_rank);
+    run_proc_env_put_u(e, "WORLD_SIZE", a->world_size);
+    run_proc_env_put_u(e, "LOCAL_WORLD_SIZE", a->local_world_size);
+    run_proc_env_put_u(e, "GROUP_RANK", a->node_rank);
+    run_proc_env_put_u(e, "NODE_RANK", a->node_rank);
+    run_proc_env_put_u(e, "GROUP_WORLD_SIZE", a->num_nodes);
+    run_proc_env_put_u(e, "MUSTER_GENERATION", a->generation);
+    run_proc_env_put_u(e, "MUSTER_RESTART_COUNT", (unsigned)env->restart_count);
+    run_proc_env_put_u(e, "MUSTER_MAX_RESTARTS", (unsigned)env->max_restarts);
+    run_proc_env_put(e, "MUSTER_NODE_ID", a->node_id, 1);
+    run_proc_env_put(e, "MUSTER_URL", env->url, 1);
+    run_proc_env_put(e, "MASTER_ADDR", env->master_addr, 1);
+    run_proc_env_put_u(e, "MASTER_PORT", env->master_port);
+    run_torch_worker_env(e, env, local_rank);
+}
+
+/* Fill the places to try the program, as execvp() searches them: argv[0] itself when it holds a
+ * slash, else each entry of PATH (default /bin:/usr/bin; an empty entry is the current directory);
+ * 0 or -1 (out of memory). */
+static int run_proc_paths(struct run_proc_plan *p, const char *prog)
+{
+    const char *path = strchr(prog, '/') ? NULL : getenv("PATH");
+    if (!strchr(prog, '/') && !path)
+        path = "/bin:/usr/bin";
+    size_t n = 1;
+    for (const char *c = path; c && *c; c++)
+        n += *c == ':';
+    if (!(p->paths = calloc(n, sizeof *p->paths)))
+        return -1;
+    if (!path)
+        return (p->paths[p->npaths++] = strdup(prog)) ? 0 : -1;
+    for (const char *c = path;; c++) {
+        const char *end = strchr(c, ':');
+        size_t dl = end ? (size_t)(end - c) : strlen(c);
+        char *full = malloc(dl + strlen(prog) + 2);
+        if (!full)
+            return -1;
+        sprintf(full, "%.*s%s%s", (int)dl, c, dl ? "/" : "", prog);
+        p->paths[p->npaths++] = full;
+        if (!end)
+            return 0;
+        c = end;
+    }
+}
+
+/* The command line of execvp()'s fallback for a file the kernel will not run (no #! line): /bin/sh
+ * FILE ARGS..., FILE filled in by the child; 0 or -1 (out of memory). */
+static int run_proc_shell_argv(struct run_proc_plan *p, char *const *argv)
+{
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    if (!(p->shv = calloc(n + 2, sizeof *p->shv)))
+        return -1;
+    p->shv[0] = "/bin/sh";
+    for (size_t i = 1; i < n; i++)
+        p->shv[i + 1] = argv[i];
+    return 0;
+}
+
+/* Free what run_proc_plan_build made. */
+static void run_proc_plan_free(struct run_proc_plan *p)
+{
+    run_proc_env_free(&p->env);
+    for (size_t i = 0; i < p->npaths; i++)
+        free(p->paths[i]);
+    free(p->paths);
+    free(p->shv);
+    memset(p, 0, sizeof *p);
+}
+
+/* Build everything a worker's child needs before the fork; 0 or -1 (out of memory). */
+static int run_proc_plan_build(struct run_proc_plan *p, const struct run_env *env, int local_rank, char *const *argv)
+{
+    memset(p, 0, sizeof *p);
+    p->argv = argv;
+    run_proc_env_build(&p->env, env, local_rank);
+    if (p->env.failed || !p->env.v || run_proc_paths(p, argv[0]) < 0 || run_proc_shell_argv(p, argv) < 0) {
+        run_proc_plan_free(p);
+        return -1;
+    }
+    return 0;
 }
 
 /* Fork with the launcher's signal handlers out of the child's way: returns as fork() does.
  * Signals are blocked across the fork, and the child resets the handlers before unblocking, so a
  * signal that reaches a child before its exec takes the default action instead of running the
- * launcher's handler (which would write into the launcher's self-pipe). */
+ * launcher's handler (which would write into the launcher's self-pipe).  The child's part uses only
+ * async-signal-safe calls. */
 pid_t run_proc_fork(void)
 {
     static const int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGPIPE};
@@ -168,17 +309,47 @@ pid_t run_proc_fork(void)
     sigprocmask(SIG_BLOCK, &block, &old);
     pid_t pid = fork();
     if (pid == 0) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
         for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-            signal(sigs[i], SIG_DFL);
+            sigaction(sigs[i], &dfl, NULL);
         sigemptyset(&old);
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
     return pid;
 }
 
-/* In the forked child: detach, wire up output, set the environment and exec; never returns. */
-static void run_proc_child(const struct run_env *env, int local_rank, int out, int err, pid_t parent,
-                           char *const *argv)
+/* In the forked child: run the program from each of its places in turn, as execvp() would (a place
+ * that is missing, or not executable, passes to the next; a file without #! runs under /bin/sh);
+ * returns only when none ran, with errno saying why.  Async-signal-safe. */
+static void run_proc_exec(struct run_proc_plan *p)
+{
+    int why = ENOENT;
+    for (size_t i = 0; i < p->npaths; i++) {
+        execve(p->paths[i], p->argv, p->env.v);
+        if (errno == ENOEXEC) {
+            p->shv[1] = p->paths[i];
+            execve(p->shv[0], p->shv, p->env.v);
+            why = errno;
+            break;
+        }
+        if (errno == EACCES) {
+            why = EACCES;
+        } else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE && errno != ENODEV && errno != ETIMEDOUT) {
+            why = errno;
+            break;
+        }
+    }
+    errno = why;
+}
+
+/* In the forked child: detach, wire up output and exec; never returns.  Between fork and exec the
+ * child of a threaded launcher (libmuster's threads, the relay's) may only make async-signal-safe
+ * calls: a lock another thread held at the fork (the allocator's, stdio's, the environment's) stays
+ * taken in the child for ever.  So everything it needs was built before the fork, and a failed exec
+ * is reported through a pipe, for the launcher to word. */
+static void run_proc_child(struct run_proc_plan *p, const struct run_env *env, int out, int err, pid_t parent)
 {
     setpgid(0, 0);
     /* Die with the launcher; the check closes the race with a launcher that died before prctl. */
@@ -192,10 +363,24 @@ static void run_proc_child(const struct run_env *env, int local_rank, int out, i
         _exit(126);
     if (err >= 0 && dup2(err, STDERR_FILENO) < 0)
         _exit(126);
-    run_proc_child_env(env, local_rank);
-    execvp(argv[0], argv);
-    dprintf(STDERR_FILENO, RUN_TAG "cannot run %s: %s\n", argv[0], strerror(errno));
+    run_proc_exec(p);
+    int why = errno;
+    if (write(p->report, &why, sizeof why) != (ssize_t)sizeof why) {
+        /* The launcher learns of the failure from the exit status alone. */
+    }
     _exit(127);
+}
+
+/* After the fork: wait for the child's exec (the report pipe closes) or the errno of its failure,
+ * and say why the program did not run. */
+static void run_proc_report(int fd, const char *prog)
+{
+    int why;
+    ssize_t k;
+    while ((k = read(fd, &why, sizeof why)) < 0 && errno == EINTR) {
+    }
+    if (k == (ssize_t)sizeof why)
+        fprintf(stderr, RUN_TAG "cannot run %s: %s\n", prog, strerror(why));
 }
 
 /* Open the output pipes of a worker's streams that go through the launcher (read ends non-blocking,
@@ -218,30 +403,61 @@ static int run_proc_pipes(const struct run_workers *ws, struct run_worker *w, in
     return 0;
 }
 
+/* Build the worker's plan and its report pipe (close-on-exec, so a successful exec closes it); 0 or -1. */
+static int run_proc_prepare(struct run_proc_plan *p, int report[2], const struct run_env *env, int local_rank,
+                            char *const *argv)
+{
+    if (run_proc_plan_build(p, env, local_rank, argv) < 0) {
+        fprintf(stderr, RUN_TAG "out of memory starting a worker\n");
+        return -1;
+    }
+    if (pipe2(report, O_CLOEXEC) < 0) {
+        fprintf(stderr, RUN_TAG "cannot create a pipe: %s\n", strerror(errno));
+        run_proc_plan_free(p);
+        return -1;
+    }
+    p->report = report[1];
+    return 0;
+}
+
 /* Fork and exec one worker; returns 0, or -1 when the fork failed. */
 static int run_proc_spawn(struct run_workers *ws, struct run_worker *w, const struct run_env *env,
                           char *const *argv)
 {
-    int wr[2] = {-1, -1};
+    int wr[2] = {-1, -1}, report[2];
+    struct run_proc_plan plan;
     w->prefix = ws->prefix;
     if (run_proc_pipes(ws, w, wr) < 0) {
         fprintf(stderr, RUN_TAG "cannot create output pipes: %s\n", strerror(errno));
         return -1;
     }
+    if (run_proc_prepare(&plan, report, env, w->local_rank, argv) < 0) {
+        for (int s = 0; s < 2; s++)
+            if (wr[s] >= 0)
+                close(wr[s]);
+        return -1;
+    }
     pid_t parent = getpid();
     pid_t pid = run_proc_fork();
+    int fork_errno = errno;
     if (pid == 0)
-        run_proc_child(env, w->local_rank, wr[0], wr[1], parent, argv);
+        run_proc_child(&plan, env, wr[0], wr[1], parent);
+    close(report[1]);
     for (int s = 0; s < 2; s++)
         if (wr[s] >= 0)
             close(wr[s]);
+    if (pid > 0) {
+        /* Also set the group here, so a signal sent right after fork reaches it. */
+        setpgid(pid, pid);
+        run_guard_note('+', pid);
+        run_proc_report(report[0], argv[0]);
+    }
+    close(report[0]);
+    run_proc_plan_free(&plan);
     if (pid < 0) {
-        fprintf(stderr, RUN_TAG "fork: %s\n", strerror(errno));
+        fprintf(stderr, RUN_TAG "fork: %s\n", strerror(fork_errno));
         return -1;
     }
-    /* Also set the group here, so a signal sent right after fork reaches it. */
-    setpgid(pid, pid);
-    run_guard_note('+', pid);
     w->pid = pid;
     ws->running++;
     return 0;

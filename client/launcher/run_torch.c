@@ -21,40 +21,33 @@
 /* The most of an error file that is read. */
 #define RUN_TORCH_ERROR_MAX 65536
 
-/* Put one environment variable formatted from an unsigned number. */
-static void run_torch_setenv_u(const char *name, unsigned long long v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%llu", v);
-    setenv(name, buf, 1);
-}
-
 /* The error file of a worker of this generation. */
 void run_torch_error_path(char *buf, size_t n, const struct run_env *env, int rank)
 {
     snprintf(buf, n, "%s/error-g%" PRIu64 "-r%d.json", env->error_dir, env->a->generation, rank);
 }
 
-/* In the forked child: the variables torchrun sets (rank, world and store ones are set by run_proc.c). */
-void run_torch_child_env(const struct run_env *env, int local_rank)
+/* Put into a worker's environment the variables torchrun sets (rank, world and store ones are put by
+ * run_proc.c). */
+void run_torch_worker_env(struct run_proc_env *e, const struct run_env *env, int local_rank)
 {
     const muster_assignment *a = env->a;
     unsigned rank = a->rank_start + (unsigned)local_rank;
-    run_torch_setenv_u("ROLE_RANK", rank);
-    run_torch_setenv_u("ROLE_WORLD_SIZE", a->world_size);
-    setenv("ROLE_NAME", "default", 1);
+    run_proc_env_put_u(e, "ROLE_RANK", rank);
+    run_proc_env_put_u(e, "ROLE_WORLD_SIZE", a->world_size);
+    run_proc_env_put(e, "ROLE_NAME", "default", 1);
     /* The store is this node's relay, never a TCPStore a worker hosts itself. */
-    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    run_proc_env_put(e, "TORCHELASTIC_USE_AGENT_STORE", "True", 1);
     /* The same on every node: generations are numbered from 1 in a namespace. */
-    run_torch_setenv_u("TORCHELASTIC_RESTART_COUNT", a->generation ? a->generation - 1 : 0);
-    run_torch_setenv_u("TORCHELASTIC_MAX_RESTARTS", (unsigned)env->max_restarts);
-    setenv("TORCHELASTIC_RUN_ID", env->run_id, 1);
+    run_proc_env_put_u(e, "TORCHELASTIC_RESTART_COUNT", a->generation ? a->generation - 1 : 0);
+    run_proc_env_put_u(e, "TORCHELASTIC_MAX_RESTARTS", (unsigned)env->max_restarts);
+    run_proc_env_put(e, "TORCHELASTIC_RUN_ID", env->run_id, 1);
     if (a->local_world_size > 1)
-        setenv("OMP_NUM_THREADS", "1", 0);
+        run_proc_env_put(e, "OMP_NUM_THREADS", "1", 0);
     if (env->error_dir && *env->error_dir) {
         char path[512];
         run_torch_error_path(path, sizeof path, env, (int)rank);
-        setenv("TORCHELASTIC_ERROR_FILE", path, 1);
+        run_proc_env_put(e, "TORCHELASTIC_ERROR_FILE", path, 1);
     }
 }
 

@@ -75,6 +75,7 @@ void hr_launch(struct hr_launcher *l, const char *tag, const char *const *args)
     CHECK_EQ(rc, 0);
     if (rc)
         l->pid = -1;
+    h_track(l->pid);
     l->status = -1;
 }
 
@@ -85,6 +86,7 @@ int hr_finish(struct hr_launcher *l, int ms)
     int st;
     while (l->pid > 0 && h_now_ms() < end) {
         if (waitpid(l->pid, &st, WNOHANG) == l->pid) {
+            h_untrack(l->pid);
             l->pid = 0;
             l->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             return l->status;
@@ -95,6 +97,7 @@ int hr_finish(struct hr_launcher *l, int ms)
         printf("  launcher %d still running after %d ms; killing it\n", (int)l->pid, ms);
         kill(l->pid, SIGKILL);
         waitpid(l->pid, NULL, 0);
+        h_untrack(l->pid);
         l->pid = 0;
     }
     return -1;

@@ -84,6 +84,7 @@ static void member_start(struct member *mb, const char *ns, const char *id)
         member_child(ns, id, p[1]);
     }
     close(p[1]);
+    h_track(mb->pid);
     mb->rfd = p[0];
     CHECK(mb->pid > 0);
 }

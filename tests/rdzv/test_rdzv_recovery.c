@@ -146,6 +146,7 @@ static void t_start(struct member *mb, const char *ns, const char *id, int n, in
         t_member_child(ns, id, n, standby, p[1]);
     }
     close(p[1]);
+    h_track(mb->pid);
     mb->rfd = p[0];
     mb->alive = mb->pid > 0;
 }
