@@ -143,57 +143,83 @@ static int url_tls_flag(struct span v, int *flag)
     return 0;
 }
 
-/* Apply one key=value query parameter; seen tracks repeats. */
-static int url_param(struct span kv, unsigned *seen, muster_url *u)
+/* The query parameters a URL may give, in the order of their bits in url_param's seen. */
+static const char *const url_params[] = {"token", "timeout", "name", "tls", "ca", "cert", "key", "failover"};
+
+/* Say in why (n bytes) what is wrong with a query parameter: its name (never its value, which may be a
+ * token) and the problem; returns -1. */
+static int url_bad_param(struct span k, const char *problem, char *why, size_t n)
 {
-    const char *eq = memchr(kv.p, '=', kv.n);
-    if (!eq)
-        return -1;
-    struct span k = {kv.p, (size_t)(eq - kv.p)};
-    struct span v = {eq + 1, kv.n - k.n - 1};
-    static const char *const names[] = {"token", "timeout", "name", "tls", "ca", "cert", "key", "failover"};
-    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (k.n != strlen(names[i]) || memcmp(k.p, names[i], k.n) != 0)
-            continue;
-        if (*seen & (1u << i))
-            return -1;
-        *seen |= 1u << i;
-        if (i == 0)
-            return url_decode(v, u->token, sizeof u->token);
-        if (i == 2)
-            return url_decode(v, u->name, sizeof u->name);
-        if (i == 3)
-            return url_tls_flag(v, &u->tls);
-        if (i == 7)
-            return url_tls_flag(v, &u->failover);
-        if (i >= 4) {
-            char *dst = i == 4 ? u->tls_ca : i == 5 ? u->tls_cert : u->tls_key;
-            return url_decode(v, dst, sizeof u->tls_ca);
-        }
-        unsigned long ms;
-        if (url_number(v, UINT32_MAX, &ms) != 0 || ms == 0)
-            return -1;
-        u->timeout_ms = (uint32_t)ms;
-        return 0;
-    }
+    snprintf(why, n, "query parameter '%.*s' %s", (int)(k.n > 40 ? 40 : k.n), k.p, problem);
     return -1;
 }
 
-/* Parse a query string (after '?') of '&'-separated parameters. */
-static int url_query(struct span q, muster_url *u)
+/* Store one known parameter's value (i: its index in url_params); 0 or -1 after saying why. */
+static int url_param_value(unsigned i, struct span k, struct span v, muster_url *u, char *why, size_t n)
+{
+    unsigned long ms;
+    char *dst = i == 0 ? u->token : i == 2 ? u->name : i == 4 ? u->tls_ca : i == 5 ? u->tls_cert : u->tls_key;
+    size_t cap = i == 0 ? sizeof u->token : i == 2 ? sizeof u->name : sizeof u->tls_ca;
+    switch (i) {
+    case 1:
+        if (url_number(v, UINT32_MAX, &ms) != 0 || ms == 0)
+            return url_bad_param(k, "must be a number of milliseconds, 1..4294967295", why, n);
+        u->timeout_ms = (uint32_t)ms;
+        return 0;
+    case 3:
+    case 7:
+        if (url_tls_flag(v, i == 3 ? &u->tls : &u->failover) != 0)
+            return url_bad_param(k, "must be 0 or 1", why, n);
+        return 0;
+    default:
+        if (url_decode(v, dst, cap) != 0)
+            return url_bad_param(k, "is too long, holds %00 or a bad %-escape", why, n);
+        return 0;
+    }
+}
+
+/* Apply one key=value query parameter; seen tracks repeats.  0 or -1 after saying why. */
+static int url_param(struct span kv, unsigned *seen, muster_url *u, char *why, size_t n)
+{
+    const char *eq = memchr(kv.p, '=', kv.n);
+    if (!eq) {
+        /* Not echoed: a bare value may be a token given without its name. */
+        snprintf(why, n, "a query parameter has no '=': want NAME=VALUE with NAME one of token, timeout, name, "
+                         "tls, ca, cert, key, failover");
+        return -1;
+    }
+    struct span k = {kv.p, (size_t)(eq - kv.p)};
+    struct span v = {eq + 1, kv.n - k.n - 1};
+    for (unsigned i = 0; i < sizeof url_params / sizeof url_params[0]; i++) {
+        if (k.n != strlen(url_params[i]) || memcmp(k.p, url_params[i], k.n) != 0)
+            continue;
+        if (*seen & (1u << i))
+            return url_bad_param(k, "is given twice", why, n);
+        *seen |= 1u << i;
+        return url_param_value(i, k, v, u, why, n);
+    }
+    return url_bad_param(k, "is unknown: want token, timeout, name, tls, ca, cert, key or failover", why, n);
+}
+
+/* Parse a query string (after '?') of '&'-separated parameters; 0 or -1 after saying why. */
+static int url_query(struct span q, muster_url *u, char *why, size_t n)
 {
     unsigned seen = 0;
     const char *p = q.p, *end = q.p + q.n;
-    if (q.n == 0)
+    if (q.n == 0) {
+        snprintf(why, n, "nothing follows the '?'");
         return -1;
+    }
     while (p < end) {
         const char *amp = memchr(p, '&', (size_t)(end - p));
         const char *stop = amp ? amp : end;
-        if (url_param((struct span){p, (size_t)(stop - p)}, &seen, u) != 0)
+        if (url_param((struct span){p, (size_t)(stop - p)}, &seen, u, why, n) != 0)
             return -1;
         p = amp ? amp + 1 : end;
-        if (amp && p == end)
+        if (amp && p == end) {
+            snprintf(why, n, "the query ends in '&'");
             return -1;
+        }
     }
     return 0;
 }
@@ -276,6 +302,23 @@ static int url_authorities(struct span list, muster_url *u, char *why, size_t n)
     }
 }
 
+/* Take a namespace (a job name): letters, digits, '-', '.' and '_'; 0 or -1 after saying why. */
+static int url_namespace(struct span ns, muster_url *u, char *why, size_t n)
+{
+    for (size_t i = 0; i < ns.n; i++) {
+        if (!url_ns_char(ns.p[i])) {
+            snprintf(why, n, "the namespace may hold only letters, digits, '-', '.' and '_'%s",
+                     ns.p[i] == '/' ? " (one path segment)" : "");
+            return -1;
+        }
+    }
+    if (url_copy(ns, u->ns, sizeof u->ns) != 0) {
+        snprintf(why, n, "the namespace is longer than %zu bytes", sizeof u->ns - 1);
+        return -1;
+    }
+    return 0;
+}
+
 /* Parse the part after "tcp://". */
 static int url_parse_tcp(const char *rest, muster_url *u, char *why, size_t n)
 {
@@ -285,15 +328,9 @@ static int url_parse_tcp(const char *rest, muster_url *u, char *why, size_t n)
     struct span auth = {path.p, slash ? (size_t)(slash - path.p) : path.n};
     if (url_authorities(auth, u, why, n) != 0)
         return -1;
-    if (slash) {
-        struct span ns = {slash + 1, path.n - auth.n - 1};
-        for (size_t i = 0; i < ns.n; i++)
-            if (!url_ns_char(ns.p[i]))
-                return -1;
-        if (url_copy(ns, u->ns, sizeof u->ns) != 0)
-            return -1;
-    }
-    return query.p ? url_query(query, u) : 0;
+    if (slash && url_namespace((struct span){slash + 1, path.n - auth.n - 1}, u, why, n) != 0)
+        return -1;
+    return query.p ? url_query(query, u, why, n) : 0;
 }
 
 /* Count the colons in a span. */
@@ -349,14 +386,9 @@ static int url_parse_env(const char *rest, muster_url *u, char *why, size_t n)
             break;
         p = comma + 1;
     }
-    if (ns) {
-        for (const char *c = ns; *c; c++)
-            if (!url_ns_char(*c))
-                return -1;
-        if (url_copy((struct span){ns, strlen(ns)}, u->ns, sizeof u->ns) != 0)
-            return -1;
-    }
-    return query.p ? url_query(query, u) : 0;
+    if (ns && url_namespace((struct span){ns, strlen(ns)}, u, why, n) != 0)
+        return -1;
+    return query.p ? url_query(query, u, why, n) : 0;
 }
 
 /* Parse a NUL-terminated "HOST:PORT" or "[V6]:PORT" (a leader's address) into *e; 0 or -1. */
@@ -404,7 +436,10 @@ int muster_url_parse_detail(const char *text, muster_url *out, char *why, size_t
         return MUSTER_ENOMEM;
     u->failover = -1;
     int rc = -1;
-    if (strncasecmp(text, URL_TCP, strlen(URL_TCP)) == 0) {
+    if (strchr(text, '#')) {
+        /* Said first: a '#' in a namespace or a parameter would otherwise be blamed on that part. */
+        snprintf(why, n, "a store URL has no fragment ('#')");
+    } else if (strncasecmp(text, URL_TCP, strlen(URL_TCP)) == 0) {
         rc = url_parse_tcp(text + strlen(URL_TCP), u, why, n);
     } else if (strncasecmp(text, URL_TLS, strlen(URL_TLS)) == 0) {
         u->tls = 1; /* before the query, so ?tls=0 can still turn it off */
@@ -412,8 +447,6 @@ int muster_url_parse_detail(const char *text, muster_url *out, char *why, size_t
     } else if (strncasecmp(text, URL_ENV, strlen(URL_ENV)) == 0) {
         rc = url_parse_env(text + strlen(URL_ENV), u, why, n);
     }
-    if (rc == 0 && strchr(text, '#'))
-        rc = -1;
     if (rc != 0 && !why[0])
         snprintf(why, n, "want tcp://HOST[:PORT][,HOST[:PORT]...][/NAMESPACE][?PARAMS], tls://... or env://");
     if (rc == 0) {

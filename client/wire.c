@@ -101,6 +101,19 @@ static int wire_read_some(muster_t *m)
     }
 }
 
+/* What a frame header no muster server sends says about the port (it speaks HTTP, or TLS), or NULL:
+ * a client pointed at the wrong port learns which instead of an absurd frame length. */
+static const char *wire_foreign(const uint8_t *h)
+{
+    if (memcmp(h, "HTTP", 4) == 0)
+        return "the port speaks HTTP, not muster's protocol (musterd's --metrics-listen port, or another "
+               "server?)";
+    /* A TLS record: an alert or a handshake, version 3.x. */
+    if ((h[0] == 0x15 || h[0] == 0x16) && h[1] == 0x03)
+        return "the port speaks TLS: use a tls:// URL for musterd's --tls-listen port";
+    return NULL;
+}
+
 /* Take the next complete frame out of the input buffer: 1 with *out, 0 when
  * incomplete, or a negative muster_err (the handle is then broken). */
 static int wire_next_frame(muster_t *m, size_t cap, Muster__ServerFrame **out)
@@ -110,6 +123,8 @@ static int wire_next_frame(muster_t *m, size_t cap, Muster__ServerFrame **out)
     if (have < FRAME_HDR)
         return 0;
     uint32_t len = frame_len(b->data + b->off);
+    if ((len == 0 || len > cap) && wire_foreign(b->data + b->off))
+        return -error_break(m, MUSTER_EPROTO, "%s", wire_foreign(b->data + b->off));
     if (len == 0 || len > cap)
         return -error_break(m, MUSTER_EPROTO, "server frame of %u bytes is outside 1..%zu", len, cap);
     if (have < FRAME_HDR + (size_t)len) {

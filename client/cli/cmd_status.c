@@ -4,7 +4,9 @@
  * renders both forms - JSON for --json, an aligned table otherwise - so the
  * CLI stays a thin HTTP/1.0 client and the two views never disagree.
  * --watch redraws every --interval until interrupted (or until the global
- * --timeout, when given, has passed).
+ * --timeout, when given, has passed).  The daemon is the one the store URL
+ * names (--url, $MUSTER_URL), unless --metrics-url or $MUSTER_METRICS_URL
+ * says where its endpoint is.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -18,8 +20,10 @@
 
 #include "cli.h"
 
-/* Where the endpoint is when neither --metrics-url nor $MUSTER_METRICS_URL says. */
+/* Where the endpoint is when neither --metrics-url, $MUSTER_METRICS_URL nor a store URL says. */
 #define STATUS_DEFAULT_URL "http://127.0.0.1:29601"
+/* The metrics port taken on a store URL's host. */
+#define STATUS_DEFAULT_PORT 29601u
 /* Per-request deadline when --timeout is not given. */
 #define STATUS_TIMEOUT_MS 5000
 /* Largest reply accepted (the job table of a very busy daemon fits easily). */
@@ -162,7 +166,10 @@ static int status_once(struct cli *c, const char *url, const char *job, int json
     if (code == -2)
         rc = cli_error(c, CLI_USAGE, "metrics URL '%s' is not http://HOST:PORT", url);
     else if (code == -1)
-        rc = cli_error(c, CLI_CONNECT, "cannot connect to %s (is musterd running with --metrics-listen?)", url);
+        rc = cli_error(c, CLI_CONNECT,
+                       "cannot connect to %s (is musterd running with --metrics-listen there? --metrics-url or "
+                       "$MUSTER_METRICS_URL names its endpoint)",
+                       url);
     else if (code < 0)
         rc = cli_error(c, CLI_TIMEOUT, "no complete reply from %s within %u ms", url, t);
     else if (code == 404)
@@ -185,15 +192,40 @@ static int status_once(struct cli *c, const char *url, const char *job, int json
     return rc;
 }
 
+/* Whether the http:// URL metrics names host (as a store URL's endpoint spells it, IPv6 unbracketed). */
+static int status_same_host(const char *metrics, const char *host)
+{
+    char h[256], port[16];
+    return status_parse_url(metrics, h, sizeof h, port, sizeof port) == 0 && strcmp(h, host) == 0;
+}
+
+/* The metrics endpoint (into buf, n bytes): --metrics-url; else $MUSTER_METRICS_URL, unless --url names
+ * a daemon on another host; else the store's host (--url, else $MUSTER_URL) on port 29601; else
+ * http://127.0.0.1:29601.  The store URL names the daemon, so status never reads another one. */
+static const char *status_endpoint(const struct cli *c, const struct cli_args *a, char *buf, size_t n)
+{
+    const char *env = getenv("MUSTER_METRICS_URL"), *store = c->url ? c->url : getenv("MUSTER_URL");
+    muster_url u;
+    int parsed = store && *store && muster_url_parse(store, &u) == MUSTER_OK;
+    if (a->opt[2])
+        return a->opt[2];
+    if (env && *env && (!c->url || !parsed || status_same_host(env, u.host)))
+        return env;
+    if (!parsed)
+        return STATUS_DEFAULT_URL;
+    int v6 = strchr(u.host, ':') != NULL;
+    snprintf(buf, n, "http://%s%s%s:%u", v6 ? "[" : "", u.host, v6 ? "]" : "", STATUS_DEFAULT_PORT);
+    return buf;
+}
+
 /* status [JOB] [--watch] [--json] [--metrics-url URL] [--interval MS]. */
 int cmd_status(struct cli *c, const struct cli_args *a)
 {
-    const char *url = a->opt[2] ? a->opt[2] : getenv("MUSTER_METRICS_URL");
+    char derived[300];
+    const char *url = status_endpoint(c, a, derived, sizeof derived);
     const char *job = a->argc ? a->argv[0] : NULL;
     int watch = a->opt[0] != NULL, json = a->opt[1] != NULL;
     uint32_t interval = 2000;
-    if (!url || !*url)
-        url = STATUS_DEFAULT_URL;
     if (a->opt[3] && (cli_parse_u32(a->opt[3], &interval) != 0 || interval < 100))
         return cli_error(c, CLI_USAGE, "--interval must be a number of milliseconds, at least 100");
     int64_t end = c->timeout_set ? (int64_t)cli_now_ms() + c->timeout_ms : INT64_MAX;

@@ -77,7 +77,7 @@ static const struct verb verbs[] = {
      {{"watch", 'w', NULL, "redraw every --interval until interrupted (or until --timeout)"},
       {"json", 'j', NULL, "print the daemon's JSON report (for scripts)"},
       {"metrics-url", 'm', "URL", "http://HOST:PORT of --metrics-listen (default: $MUSTER_METRICS_URL, else "
-                                  "http://127.0.0.1:29601)"},
+                                  "port 29601 of the store URL's host)"},
       {"interval", 'i', "MS", "refresh period of --watch (default 2000)"}},
      cmd_status},
     {"run", "[OPTIONS] PROG [ARGS...]", "start workers in a rendezvous world (see 'muster run --help')", 0, -1,

@@ -86,7 +86,11 @@ static int hello_token(struct conn *c, const char *name, const char *token)
     if (ok)
         return HELLO_DONE;
     stats_inc(&srv->stats, STAT_AUTH_FAILED);
-    conn_fail(c, MUSTER__STATUS__UNAUTHENTICATED, "wrong token for namespace '%s'", name);
+    if (!token || !*token)
+        conn_fail(c, MUSTER__STATUS__UNAUTHENTICATED,
+                  "namespace '%s' needs a token and none was given (add ?token=T to the store URL)", name);
+    else
+        conn_fail(c, MUSTER__STATUS__UNAUTHENTICATED, "wrong token for namespace '%s'", name);
     return HELLO_REFUSED;
 }
 

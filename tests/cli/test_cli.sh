@@ -11,13 +11,17 @@ checks=0
 failed=0
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-cli-XXXXXX")
 pid=
+pid2=
 
-# Stop the daemon and remove the temp dir, whatever happened.
+# Stop the daemons and remove the temp dir, whatever happened.
 cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -KILL "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-    fi
+    local p
+    for p in $pid $pid2; do
+        if kill -0 "$p" 2>/dev/null; then
+            kill -KILL "$p" 2>/dev/null
+            wait "$p" 2>/dev/null
+        fi
+    done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -37,6 +41,16 @@ expect() {
     got=$?
     if [ "$got" != "$want" ]; then
         fail "$what: exit $got, want $want (stderr: $(head -c 300 "$tmp/err"))"
+    fi
+}
+
+# expect_err TEXT DESCRIPTION: the last command's stderr holds TEXT (fixed string); "!TEXT": it does not.
+expect_err() {
+    checks=$((checks + 1))
+    if [ "${1#!}" != "$1" ]; then
+        ! grep -qF -- "${1#!}" "$tmp/err" || fail "$2: stderr holds '${1#!}': $(head -c 300 "$tmp/err")"
+    else
+        grep -qF -- "$1" "$tmp/err" || fail "$2: stderr lacks '$1': $(head -c 300 "$tmp/err")"
     fi
 }
 
@@ -145,6 +159,47 @@ checks=$((checks + 1))
 if [ "$rc" != 0 ] || [ "$(cat "$tmp/later.out")" != "now-set" ]; then
     fail "blocking get: exit $rc, printed '$(cat "$tmp/later.out")'"
 fi
+
+# Messages that name what is wrong, against a second daemon: a namespace guarded by a token, and the
+# HTTP endpoint (--metrics-listen) that `muster status` reads.
+"$MUSTERD" --listen 127.0.0.1:0 --port-file "$tmp/port2" --metrics-listen 127.0.0.1:0 \
+    --metrics-port-file "$tmp/mport2" --token sec=T0ken 2>"$tmp/musterd2.log" &
+pid2=$!
+for _ in $(seq 1 1000); do
+    [ -s "$tmp/port2" ] && [ -s "$tmp/mport2" ] && break
+    sleep 0.01
+done
+port2=$(head -n1 "$tmp/port2" 2>/dev/null)
+mport2=$(head -n1 "$tmp/mport2" 2>/dev/null)
+expect 5 "native client on the HTTP port" --url "tcp://127.0.0.1:$mport2" --timeout 2000 get k
+expect_err "the port speaks HTTP, not muster's protocol" "HTTP port named"
+expect_err "!1213486160" "HTTP port: no frame length"
+expect 5 "no token" --url "tcp://127.0.0.1:$port2/sec" get k
+expect_err "needs a token and none was given" "no token said"
+expect_err "!wrong token" "no token is not a wrong one"
+expect 5 "wrong token" --url "tcp://127.0.0.1:$port2/sec?token=nope" get k
+expect_err "wrong token for namespace 'sec'" "wrong token said"
+expect 0 "right token" --url "tcp://127.0.0.1:$port2/sec?token=T0ken" set k v
+expect 2 "URL typo" --url "tcp://127.0.0.1:$port2/sec?timout=5" get k
+expect_err "query parameter 'timout' is unknown" "URL typo named"
+
+# `muster status` reads the daemon the store URL names: $MUSTER_METRICS_URL on that host, else port
+# 29601 of that host (here nothing listens there).
+export MUSTER_METRICS_URL="http://127.0.0.1:$mport2"
+expect 0 "status with --url on the metrics URL's host" --url "tcp://127.0.0.1:$port2/sec" status
+checks=$((checks + 1))
+grep -q '^sec ' "$tmp/out" || fail "status lists the job of the --url daemon: $(head -c 300 "$tmp/out")"
+expect 4 "status with --url on another host" --url "tcp://127.0.0.2:$port2/sec" --timeout 2000 status
+expect_err "http://127.0.0.2:29601" "status reads the --url host"
+unset MUSTER_METRICS_URL
+saved_url=$MUSTER_URL
+export MUSTER_URL="tcp://127.0.0.2:$port2/sec"
+expect 4 "status with MUSTER_URL on another host" --timeout 2000 status
+expect_err "http://127.0.0.2:29601" "status reads the MUSTER_URL host"
+export MUSTER_URL=$saved_url
+kill -TERM "$pid2"
+wait "$pid2"
+pid2=
 
 # The daemon drains and exits 0.
 kill -TERM "$pid"

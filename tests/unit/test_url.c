@@ -254,6 +254,36 @@ static void t_env_multi(void *unused)
 }
 
 /* Run the URL parser tests. */
+/* The reason names the bad part of the URL: an unknown, repeated or malformed query parameter by its
+ * name (never its value: it may be a token), a namespace, a fragment. */
+static void t_detail(void *arg)
+{
+    (void)arg;
+    static const struct {
+        const char *url, *want;
+    } cases[] = {
+        {"tcp://h:1/ns?timout=5", "query parameter 'timout' is unknown"},
+        {"tcp://h:1/ns?token=a&token=b", "query parameter 'token' is given twice"},
+        {"tcp://h:1/ns?timeout=soon", "query parameter 'timeout' must be a number of milliseconds"},
+        {"tcp://h:1/ns?failover=2", "query parameter 'failover' must be 0 or 1"},
+        {"tcp://h:1/ns?token=%zz", "query parameter 'token' is too long, holds %00 or a bad %-escape"},
+        {"tcp://h:1/ns?s3cret", "a query parameter has no '='"},
+        {"tcp://h:1/ns?", "nothing follows the '?'"},
+        {"tcp://h:1/ns?timeout=5&", "the query ends in '&'"},
+        {"tcp://h:1/a/b", "the namespace may hold only letters, digits, '-', '.' and '_' (one path segment)"},
+        {"tcp://h:1/ns#top", "a store URL has no fragment ('#')"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        muster_url u;
+        char why[256];
+        CHECK_EQ(muster_url_parse_detail(cases[i].url, &u, why, sizeof why), MUSTER_EURL);
+        if (!strstr(why, cases[i].want))
+            printf("  %s: \"%s\", want \"%s\"\n", cases[i].url, why, cases[i].want);
+        CHECK(strstr(why, cases[i].want) != NULL);
+        CHECK(strstr(why, "s3cret") == NULL && strstr(why, "%zz") == NULL);
+    }
+}
+
 int main(void)
 {
     h_init("unit-url", 30);
@@ -265,5 +295,6 @@ int main(void)
     H_RUN(t_multi, NULL);
     H_RUN(t_multi_limits, NULL);
     H_RUN(t_env_multi, NULL);
+    H_RUN(t_detail, NULL);
     return h_finish();
 }
