@@ -7,7 +7,8 @@
  * --json` and the status page, which draws only from this JSON) and as a
  * fixed-width table (for a terminal), so the CLI needs no JSON parser of its
  * own.  Key names appear only in the timeline (NCCL id keys); values and
- * tokens never do.
+ * tokens never do.  Names clients chose (namespaces, node ids, causes) go
+ * through escape.c, so none can steer a terminal or forge a row.
  */
 #include "jobs.h"
 
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "escape.h"
 #include "ns.h"
 #include "rdzv.h"
 #include "server.h"
@@ -34,21 +36,6 @@ static const char *const jobs_event_names[] = {
     [RDZV_EV_RECOVERED] = "recovered",
     [RDZV_EV_RECOVERY_FAILED] = "recovery_failed",
 };
-
-/* Append s as a JSON string literal (quotes, backslashes and control bytes escaped). */
-void jobs_json_str(struct evbuffer *b, const char *s)
-{
-    evbuffer_add(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            evbuffer_add_printf(b, "\\%c", *p);
-        else if (*p < 0x20 || *p == 0x7f)
-            evbuffer_add_printf(b, "\\u%04x", *p);
-        else
-            evbuffer_add(b, p, 1);
-    }
-    evbuffer_add(b, "\"", 1);
-}
 
 /* The state word of a job: none (never used rendezvous), forming, running, completed, recovering (a
  * recovery round is open) or broken. */
@@ -71,7 +58,7 @@ static void jobs_summary_json(struct ns *ns, struct evbuffer *b)
     struct rdzv_info ri;
     int has = rdzv_info(ns, &ri) == 0;
     evbuffer_add_printf(b, "\"name\":");
-    jobs_json_str(b, ns->name);
+    escape_json(b, ns->name);
     evbuffer_add_printf(b,
                         ",\"keys\":%zu,\"bytes\":%" PRIu64 ",\"connections\":%zu,\"state\":\"%s\",\"generation\":%" PRIu64
                         ",\"num_members\":%zu,\"joining\":%zu,\"world_size\":%" PRIu32 ",\"failures\":%" PRIu64,
@@ -139,14 +126,14 @@ static void jobs_node_json(void *arg, const struct rdzv_node_view *v)
 {
     struct jobs_nodes *l = arg;
     evbuffer_add_printf(l->b, "%s{\"node_id\":", l->n++ ? "," : "");
-    jobs_json_str(l->b, v->node_id);
+    escape_json(l->b, v->node_id);
     evbuffer_add_printf(l->b,
                         ",\"node_rank\":%" PRIu32 ",\"rank_start\":%" PRIu32 ",\"local_world_size\":%" PRIu32
                         ",\"seen_ms\":%" PRIu64 ",\"seen_age_ms\":%" PRIu64 ",\"state\":\"%s\",\"peer\":",
                         v->node_rank, v->rank_start, v->local_world_size, v->seen_ms, v->seen_age_ms,
                         jobs_node_state(v, l->ri));
     if (v->peer)
-        jobs_json_str(l->b, v->peer);
+        escape_json(l->b, v->peer);
     else
         evbuffer_add_printf(l->b, "null");
     if (v->old_node_rank != UINT32_MAX)
@@ -159,9 +146,9 @@ static void jobs_gone_json(void *arg, const struct rdzv_excluded *e)
 {
     struct jobs_nodes *l = arg;
     evbuffer_add_printf(l->b, "%s{\"node_id\":", l->n++ ? "," : "");
-    jobs_json_str(l->b, e->node_id);
+    escape_json(l->b, e->node_id);
     evbuffer_add_printf(l->b, ",\"old_node_rank\":%" PRIu32 ",\"cause\":", e->old_node_rank);
-    jobs_json_str(l->b, e->cause);
+    escape_json(l->b, e->cause);
     evbuffer_add(l->b, "}", 1);
 }
 
@@ -171,9 +158,9 @@ static void jobs_event_json(void *arg, const struct rdzv_event *ev)
     struct jobs_nodes *l = arg;
     evbuffer_add_printf(l->b, "%s{\"time_ms\":%" PRIu64 ",\"generation\":%" PRIu64 ",\"event\":\"%s\",\"detail\":",
                         l->n++ ? "," : "", ev->wall_ms, ev->generation, jobs_event_names[ev->kind]);
-    jobs_json_str(l->b, ev->what);
+    escape_json(l->b, ev->what);
     evbuffer_add_printf(l->b, ",\"cause\":");
-    jobs_json_str(l->b, ev->cause);
+    escape_json(l->b, ev->cause);
     evbuffer_add(l->b, "}", 1);
 }
 
@@ -237,7 +224,9 @@ static void jobs_row_text(struct ns *ns, void *arg)
     struct evbuffer *b = arg;
     struct rdzv_info ri;
     int has = rdzv_info(ns, &ri) == 0;
-    evbuffer_add_printf(b, "%-24.64s %6" PRIu64 " %-8s %7zu %7zu %6" PRIu32 " %8" PRIu64 " %8zu %5zu\n", ns->name,
+    char name[65];
+    escape_text(name, sizeof name, ns->name);
+    evbuffer_add_printf(b, "%-24s %6" PRIu64 " %-8s %7zu %7zu %6" PRIu32 " %8" PRIu64 " %8zu %5zu\n", name,
                         ri.generation, jobs_state(&ri, has), ri.members, ri.joining, ri.world_size, ri.failures,
                         ns->ks.count, ns_conns(ns));
 }
@@ -245,21 +234,28 @@ static void jobs_row_text(struct ns *ns, void *arg)
 /* Append one member as a text row. */
 static void jobs_member_text(void *arg, const char *id, uint32_t node_rank, uint32_t rank_start, uint32_t lws)
 {
-    evbuffer_add_printf(arg, "  %9" PRIu32 "  %-32.127s %6" PRIu32 "-%-6" PRIu32 " %5" PRIu32 "\n", node_rank, id,
+    char node[128];
+    escape_text(node, sizeof node, id);
+    evbuffer_add_printf(arg, "  %9" PRIu32 "  %-32s %6" PRIu32 "-%-6" PRIu32 " %5" PRIu32 "\n", node_rank, node,
                         rank_start, rank_start + lws - 1, lws);
 }
 
 /* Append one standby as a text row. */
 static void jobs_standby_text(void *arg, const struct rdzv_node_view *v)
 {
-    evbuffer_add_printf(arg, "  %-32.127s %5" PRIu32 "  waiting %.1fs\n", v->node_id, v->local_world_size,
+    char node[128];
+    escape_text(node, sizeof node, v->node_id);
+    evbuffer_add_printf(arg, "  %-32s %5" PRIu32 "  waiting %.1fs\n", node, v->local_world_size,
                         (double)v->seen_age_ms / 1000.0);
 }
 
 /* Append one member lost from a generation as a text row. */
 static void jobs_gone_text(void *arg, const struct rdzv_excluded *e)
 {
-    evbuffer_add_printf(arg, "  %9" PRIu32 "  %-32.127s %s\n", e->old_node_rank, e->node_id, e->cause);
+    char node[128], cause[256];
+    escape_text(node, sizeof node, e->node_id);
+    escape_text(cause, sizeof cause, e->cause);
+    evbuffer_add_printf(arg, "  %9" PRIu32 "  %-32s %s\n", e->old_node_rank, node, cause);
 }
 
 /* Append one timeline event as a text row with a UTC timestamp. */
@@ -270,9 +266,11 @@ static void jobs_event_text(void *arg, const struct rdzv_event *ev)
     char when[32];
     gmtime_r(&secs, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    char what[256], cause[256];
+    escape_text(what, sizeof what, ev->what);
+    escape_text(cause, sizeof cause, ev->cause);
     evbuffer_add_printf(arg, "  %s.%03uZ  gen %-5" PRIu64 " %-15s %s%s%s\n", when, (unsigned)(ev->wall_ms % 1000),
-                        ev->generation, jobs_event_names[ev->kind], ev->what, *ev->what && *ev->cause ? ": " : "",
-                        ev->cause);
+                        ev->generation, jobs_event_names[ev->kind], what, *what && *cause ? ": " : "", cause);
 }
 
 /* Append the job table (name NULL) or one job's detail as terminal text; -1 when no such job. */

@@ -11,8 +11,6 @@ void jobs_list_json(struct server *srv, struct evbuffer *buf);
 int jobs_one_json(struct server *srv, const char *name, struct evbuffer *buf);
 /* Append every job's detail (as jobs_one_json writes one) as the elements of a JSON array, no brackets. */
 void jobs_each_json(struct server *srv, struct evbuffer *buf);
-/* Append s as a JSON string literal (quotes, backslashes and control bytes escaped). */
-void jobs_json_str(struct evbuffer *b, const char *s);
 /* Append the job table (name NULL) or one job's detail as terminal text; -1 when no such job. */
 int jobs_text(struct server *srv, const char *name, struct evbuffer *buf);
 

@@ -30,6 +30,7 @@
 #include <sysexits.h>
 #include <unistd.h>
 
+#include "escape.h"
 #include "ha.h"
 #include "jobs.h"
 #include "listener.h"
@@ -49,19 +50,6 @@ struct metrics {
 };
 
 /* ------------------------------------------------------------ rendering */
-
-/* Append a label value with Prometheus escaping (backslash, quote, newline). */
-static void metrics_label(struct evbuffer *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            evbuffer_add_printf(b, "\\%c", *s);
-        else if (*s == '\n')
-            evbuffer_add(b, "\\n", 2);
-        else
-            evbuffer_add(b, s, 1);
-    }
-}
 
 /* Append a HELP and TYPE header for one metric family. */
 static void metrics_family(struct evbuffer *b, const char *name, const char *type, const char *help)
@@ -233,7 +221,7 @@ static void metrics_ns_one(struct ns *ns, void *arg)
 {
     struct metrics_walk *w = arg;
     evbuffer_add_printf(w->b, "%s{namespace=\"", w->row->name);
-    metrics_label(w->b, ns->name);
+    escape_label(w->b, ns->name);
     evbuffer_add_printf(w->b, "\"} %" PRIu64 "\n", w->row->value(ns));
 }
 

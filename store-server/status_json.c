@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "escape.h"
 #include "ha.h"
 #include "jobs.h"
 #include "ns.h"
@@ -63,9 +64,9 @@ static void status_json_persist(const struct server *srv, struct evbuffer *b)
     const uint64_t *c = srv->stats.c;
     int on = o->data_dir && *o->data_dir;
     evbuffer_add_printf(b, "\"persistence\":{\"enabled\":%s,\"data_dir\":", on ? "true" : "false");
-    jobs_json_str(b, on ? o->data_dir : "");
+    escape_json(b, on ? o->data_dir : "");
     evbuffer_add_printf(b, ",\"fsync\":");
-    jobs_json_str(b, on && o->fsync ? o->fsync : "");
+    escape_json(b, on && o->fsync ? o->fsync : "");
     evbuffer_add_printf(b,
                         ",\"ready\":%s,\"compacting\":%s,\"records\":%" PRIu64 ",\"bytes\":%" PRIu64
                         ",\"fsyncs\":%" PRIu64 ",\"snapshots\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
@@ -80,7 +81,7 @@ static void status_json_ha(const struct server *srv, struct evbuffer *b)
     int on = srv->ha != NULL;
     evbuffer_add_printf(b, "\"ha\":{\"enabled\":%s,\"role\":\"%s\",\"leader\":", on ? "true" : "false",
                         !on ? "single" : ha_serving(srv) ? "leader" : "standby");
-    jobs_json_str(b, on ? ha_leader(srv) : "");
+    escape_json(b, on ? ha_leader(srv) : "");
     evbuffer_add(b, "}", 1);
 }
 

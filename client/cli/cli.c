@@ -212,3 +212,44 @@ void cli_print_escaped(const void *data, size_t len)
             printf("\\x%02x", p[i]);
     }
 }
+
+/* The length (1..4) of the valid UTF-8 character at p that is no control character (C0, DEL, C1), or 0. */
+static size_t cli_utf8_printable(const unsigned char *p)
+{
+    if (p[0] < 0x80)
+        return p[0] >= 0x20 && p[0] != 0x7f;
+    size_t k = 0;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        k = 2;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        k = 3;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        k = 4;
+    unsigned v = p[0] & (k == 2 ? 0x1fu : k == 3 ? 0x0fu : 0x07u);
+    for (size_t i = 1; i < k; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        v = v << 6 | (p[i] & 0x3fu);
+    }
+    /* The least code point of each length: below it is an overlong form (or, for two bytes, a C1 control). */
+    static const unsigned least[] = {0, 0, 0xa0, 0x800, 0x10000};
+    if (k == 0 || v < least[k] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    return k;
+}
+
+/* Print text for a terminal: lines and tabs kept, valid printable UTF-8 as it is, every other byte
+ * (ESC, BEL, a carriage return, C1 controls, invalid UTF-8) as \xNN. */
+void cli_print_text(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t k = cli_utf8_printable(p);
+        if (k > 0)
+            fwrite(p, 1, k, stdout);
+        else if (*p == '\n' || *p == '\t')
+            putchar(*p);
+        else
+            printf("\\x%02x", *p);
+        p += k ? k : 1;
+    }
+}

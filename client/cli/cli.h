@@ -99,6 +99,9 @@ int cli_read_file(const char *path, void **data, size_t *len);
 int cli_write_file(const char *path, const void *data, size_t len);
 /* Print len bytes to stdout with non-printable bytes as \xNN escapes. */
 void cli_print_escaped(const void *data, size_t len);
+/* Print text for a terminal: lines and tabs kept, valid printable UTF-8 as it is, every other byte
+ * (ESC, BEL, a carriage return, C1 controls, invalid UTF-8) as \xNN. */
+void cli_print_text(const char *s);
 
 /* --------------------------------------------------------------- cmd_kv.c */
 

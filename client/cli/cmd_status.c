@@ -6,7 +6,8 @@
  * --watch redraws every --interval until interrupted (or until the global
  * --timeout, when given, has passed).  The daemon is the one the store URL
  * names (--url, $MUSTER_URL), unless --metrics-url or $MUSTER_METRICS_URL
- * says where its endpoint is.
+ * says where its endpoint is.  The body is printed through cli_print_text,
+ * so whatever answers cannot steer the terminal.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -185,7 +186,7 @@ static int status_once(struct cli *c, const char *url, const char *job, int json
             strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
             printf("%s  %s\n\n", when, url);
         }
-        fputs(body, stdout);
+        cli_print_text(body);
         fflush(stdout);
     }
     free(body);
