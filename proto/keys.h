@@ -8,16 +8,20 @@
  *   key                                     written by          read by
  *   muster/rdzv/generation                  musterd (a round)   users, tests
  *   muster/rdzv/<generation>/broken         musterd             libmuster-nccl
+ *   muster/rdzv/<generation>/answer         musterd (a round)   workers (muster_world_next); written
+ *                                                               before muster/rdzv/generation
  *   nccl/<generation>/<comm>/id/<root>      libmuster-nccl      libmuster-nccl; musterd
  *                                                               logs an id_published event
  *   nccl/<generation>/<comm>/unhealthy      libmuster-nccl      libmuster-nccl (with the barrier
  *                                                               nccl/<generation>/<comm>/vote)
  *   muster/run/<generation>/done            muster run          muster run (every node)
- *   muster/run/<generation>/place/<node>    muster run          its workers (--recovery in-place)
- *   muster/run/<generation>/answer          muster run          its workers (muster_run_answer)
  *   torch/<generation>/...                  muster run's relay  the relay (torch's keys)
  *   muster/torchrun/closed                  muster.torchrun     muster.torchrun
  *   torch.rendezvous.<run>.<generation>...  muster.torchrun     muster.torchrun (a PrefixStore)
+ *
+ * Only musterd writes under muster/rdzv/; nccl/<generation>/ and
+ * muster/run/<generation>/ are written only by members of that generation
+ * and the workers their launchers started (store-server/server/keyrules.c).
  *
  * The names are stored data (keys outlive a daemon in --data-dir and in
  * etcd) and what users and older clients see, so none of them may change.
@@ -38,6 +42,12 @@
 #define KEYS_RDZV_GENERATION "muster/rdzv/generation"
 /* Set (to the lost node's id) when a generation breaks; the argument is the generation. */
 #define KEYS_RDZV_BROKEN_FMT "muster/rdzv/%" PRIu64 "/broken"
+/* What every key musterd alone writes begins with. */
+#define KEYS_RDZV_PREFIX "muster/rdzv/"
+/* The world-change answer of a generation (proto/answer.h has its text form); the argument is the
+ * generation.  musterd writes it once, in the loop turn that forms the generation, before the
+ * generation key, so a worker that has seen the generation can read it at once. */
+#define KEYS_RDZV_ANSWER_FMT "muster/rdzv/%" PRIu64 "/answer"
 /* Where libmuster-nccl publishes a communicator's unique ids: nccl/<generation>/... */
 #define KEYS_NCCL_PREFIX "nccl/"
 /* What marks a key under KEYS_NCCL_PREFIX as a unique id. */
@@ -55,13 +65,6 @@
 #define KEYS_NCCL_VOTE_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s/vote"
 /* Counted up by each node of a `muster run` generation whose workers all succeeded. */
 #define KEYS_RUN_DONE_FMT "muster/run/%" PRIu64 "/done"
-/* A `muster run --recovery in-place` node's place in a generation, for the workers that stay across
- * generations: "rank_start world_size local_world_size node_rank num_nodes"; generation, node id.
- * "place/" keeps a node named "done" clear of the done key. */
-#define KEYS_RUN_PLACE_FMT "muster/run/%" PRIu64 "/place/%s"
-/* The recovery answer of a `muster run --recovery in-place` generation formed by a recovery round, the same
- * for every node (client/run_answer.h has its text form); the argument is the generation. */
-#define KEYS_RUN_ANSWER_FMT "muster/run/%" PRIu64 "/answer"
 /* Set (to the generation, in decimal) by each node of a `muster run` job whose
  * workers all finished: a launcher that arrives later runs nothing. */
 #define KEYS_RUN_COMPLETED "muster/run/completed"
@@ -76,6 +79,12 @@
 static inline int keys_rdzv_broken(char *buf, size_t n, uint64_t generation)
 {
     return snprintf(buf, n, KEYS_RDZV_BROKEN_FMT, generation);
+}
+
+/* Write generation's world-change answer key into buf (n bytes); snprintf's result. */
+static inline int keys_rdzv_answer(char *buf, size_t n, uint64_t generation)
+{
+    return snprintf(buf, n, KEYS_RDZV_ANSWER_FMT, generation);
 }
 
 /* Write the key of root's unique id of communicator comm in generation into buf; snprintf's result. */
@@ -117,18 +126,6 @@ static inline int keys_nccl_id_generation(const char *key, size_t klen, uint64_t
 static inline int keys_run_done(char *buf, size_t n, uint64_t generation)
 {
     return snprintf(buf, n, KEYS_RUN_DONE_FMT, generation);
-}
-
-/* Write the place key of node node_id in a `muster run` generation into buf; snprintf's result. */
-static inline int keys_run_place(char *buf, size_t n, uint64_t generation, const char *node_id)
-{
-    return snprintf(buf, n, KEYS_RUN_PLACE_FMT, generation, node_id);
-}
-
-/* Write the recovery answer key of a `muster run` generation into buf; snprintf's result. */
-static inline int keys_run_answer(char *buf, size_t n, uint64_t generation)
-{
-    return snprintf(buf, n, KEYS_RUN_ANSWER_FMT, generation);
 }
 
 /* Write the relay's key prefix of a `muster run` generation into buf; snprintf's result. */

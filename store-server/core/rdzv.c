@@ -245,7 +245,10 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *nodes, uint64_t pre
     rz->members = *nodes;
     for (size_t i = 0; i < nodes->n; i++) {
         struct rdzv_node *n = nodes->v[i];
-        n->old_rank = prev && n->generation == prev ? n->node_rank : RDZV_NO_RANK;
+        /* A member of prev that was lost from it (it joined again as a newcomer, its worker replaced) is
+         * new to this generation: it is in prev's excluded list, and a survivor's rank would make the
+         * answer list its old rank twice. */
+        n->old_rank = prev && n->generation == prev && !n->lost ? n->node_rank : RDZV_NO_RANK;
         n->generation = rz->generation;
         n->lost = 0;
         n->node_rank = (uint32_t)i;
@@ -341,10 +344,13 @@ void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t
     } else {
         rdzv_event(rz, RDZV_EV_ASSIGNED, rz->generation, NULL, 0, NULL);
     }
-    rdzv_answer(rz, world, prev);
+    /* The answer, then the generation key, then the joins' replies: whoever sees the generation
+     * (a watch, a get) can read its answer, and a member answered reads both. */
+    rdzv_answer_publish(rz, world, prev);
     char gen[24];
     snprintf(gen, sizeof gen, "%" PRIu64, rz->generation);
     rdzv_publish(rz, KEYS_RDZV_GENERATION, gen);
+    rdzv_answer(rz, world, prev);
 }
 
 /* Order the open round's joiners for admission: members of the latest generation first (the last call

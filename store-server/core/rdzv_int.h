@@ -130,6 +130,9 @@ void rdzv_break(struct rdzv *rz, const char *id, const char *why);
  * not come back, with when each was last seen (rdzv_view.c). */
 void rdzv_who(const struct rdzv_node *n, char *buf, size_t len);
 
+/* Store the latest generation's world-change answer before its generation key (rdzv_answer.c). */
+void rdzv_answer_publish(struct rdzv *rz, uint32_t world, uint64_t prev);
+
 /* Recovery rounds, losses, standbys and reports (rdzv_recover.c). */
 /* Join the latest generation's recovery round for n; a core status with msg filled when not parked. */
 int rdzv_recover_join(struct rdzv_node *n, const struct rdzv_join_req *j, uint64_t id, char *msg, size_t len);

@@ -1,0 +1,71 @@
+/*
+ * The world-change answer (proto/answer.h): when musterd forms a
+ * generation it stores what it decided under muster/rdzv/<g>/answer, once,
+ * in the same loop turn as the generation key and before it, so whoever has
+ * seen the generation reads the answer at once and nobody else writes it.
+ * A plain round's answer says "no recovery" (previous 0, no lists: O(1)
+ * bytes); a recovery's lists every member and every excluded node with its
+ * cause (O(nodes) bytes, once per generation).  The answer two generations
+ * back is deleted then: no worker can still need it, since its own
+ * generation's answer names the one it replaced.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "answer.h"
+#include "core.h"
+#include "keys.h"
+#include "rdzv_int.h"
+#include "status.h"
+
+/* Fill the answer's member list from the latest generation (NULL when memory ran out). */
+static struct answer_member *rdzv_answer_members(const struct rdzv *rz)
+{
+    struct answer_member *mv = calloc(rz->members.n ? rz->members.n : 1, sizeof *mv);
+    for (size_t i = 0; mv && i < rz->members.n; i++) {
+        const struct rdzv_node *m = rz->members.v[i];
+        mv[i] = (struct answer_member){m->id, m->node_rank, m->rank_start, m->lws, m->old_rank};
+    }
+    return mv;
+}
+
+/* Fill the answer's excluded list from the gone list of prev (*n entries; NULL when none or no memory). */
+static struct answer_excluded *rdzv_answer_excluded(const struct rdzv *rz, uint64_t prev, size_t *n)
+{
+    struct answer_excluded *xv = NULL;
+    *n = 0;
+    if (!prev || rz->gone_gen != prev || rz->n_gone == 0 || !(xv = calloc(rz->n_gone, sizeof *xv)))
+        return NULL;
+    for (size_t i = 0; i < rz->n_gone; i++)
+        xv[i] = (struct answer_excluded){rz->gone[i].id, rz->gone[i].old_rank, rz->gone[i].cause};
+    *n = rz->n_gone;
+    return xv;
+}
+
+/* Store the latest generation's answer (prev: the generation a recovery replaced, 0 for a plain round)
+ * and drop the one two generations back; a failure is logged and counted by the keyspace, and the
+ * workers then time out reading it, naming the key. */
+void rdzv_answer_publish(struct rdzv *rz, uint32_t world, uint64_t prev)
+{
+    struct answer_member *mv = prev ? rdzv_answer_members(rz) : NULL;
+    size_t nx = 0;
+    struct answer_excluded *xv = rdzv_answer_excluded(rz, prev, &nx);
+    char key[64], *text = NULL;
+    size_t len = 0;
+    int st = CORE_INTERNAL;
+    if ((!prev || mv) && answer_format(rz->generation, prev, (uint32_t)rz->members.n, world, mv,
+                                       prev ? rz->members.n : 0, xv, nx, &text, &len) == 0) {
+        keys_rdzv_answer(key, sizeof key, rz->generation);
+        st = ks_set(&rz->ns->ks, key, strlen(key), (uint8_t *)text, len, 1);
+    }
+    if (st != CORE_OK)
+        core_log(rdzv_core(rz), CORE_LOG_WARN, "ns '%s': cannot store the answer of generation %" PRIu64
+                 " (status %d)", rz->ns->name, rz->generation, st);
+    if (rz->generation > 2) {
+        keys_rdzv_answer(key, sizeof key, rz->generation - 2);
+        ks_delete(&rz->ns->ks, key, strlen(key));
+    }
+    free(mv);
+    free(xv);
+}
