@@ -7,6 +7,7 @@
  * socket or sleeps while another thread drives it, so threads that share
  * a handle do not hold each other up.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,12 +56,14 @@ int call_run(muster_t *m, Muster__Request *req, Muster__Response **resp, uint32_
     if (rc != MUSTER_OK)
         return rc;
     flight_wait(m, call_ready, &s, 0);
-    if (s.rc != MUSTER_OK) {
-        /* The call's own message, whatever other threads' calls recorded meanwhile. */
-        flight_lock(m);
+    /* The call's own message, whatever other threads' calls recorded meanwhile; a success clears it, so
+     * a later failure's text never reads as an earlier call's. */
+    flight_lock(m);
+    if (s.rc != MUSTER_OK)
         memcpy(m->last_error, s.detail, sizeof s.detail);
-        flight_unlock(m);
-    }
+    else
+        m->last_error[0] = '\0';
+    flight_unlock(m);
     *resp = s.resp;
     return s.rc;
 }
@@ -72,4 +75,22 @@ int call_run_status(muster_t *m, Muster__Request *req, uint32_t timeout_ms)
     int rc = call_run(m, req, &resp, timeout_ms);
     wire_free(resp);
     return rc;
+}
+
+/* Record (or clear, for MUSTER_OK) a failure's reason on m for a layered library. */
+int muster_set_error(muster_t *m, int code, const char *fmt, ...)
+{
+    va_list ap;
+    if (!m)
+        return code;
+    flight_lock(m);
+    if (code == MUSTER_OK || !fmt) {
+        m->last_error[0] = '\0';
+    } else {
+        va_start(ap, fmt);
+        vsnprintf(m->last_error, sizeof m->last_error, fmt, ap);
+        va_end(ap);
+    }
+    flight_unlock(m);
+    return code;
 }

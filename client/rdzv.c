@@ -1,4 +1,5 @@
 /* libmuster rendezvous calls: join (blocking, server-enforced deadline), heartbeat, leave. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +8,7 @@
 
 #include "internal.h"
 #include "keys.h"
-#include "run_answer.h"
+#include "world_sm.h"
 
 /* Heartbeat timeout assumed when the server did not announce one (musterd's default). */
 #define RDZV_DEFAULT_HEARTBEAT_MS 3000u
@@ -213,26 +214,56 @@ void muster_assignment_free(muster_assignment *a)
     free(a);
 }
 
-/* Read and parse the recovery answer a `muster run --recovery in-place` launcher published for generation. */
+/* Copy the change's assignment (members and excluded lists) into a new one; NULL when out of memory. */
+static muster_assignment *rdzv_copy_assignment(const muster_assignment *src)
+{
+    muster_assignment *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    *a = *src;
+    a->members = calloc(src->n_members ? src->n_members : 1, sizeof *a->members);
+    a->excluded = src->n_excluded ? calloc(src->n_excluded, sizeof *a->excluded) : NULL;
+    if (!a->members || (src->n_excluded && !a->excluded)) {
+        muster_assignment_free(a);
+        return NULL;
+    }
+    memcpy(a->members, src->members, src->n_members * sizeof *a->members);
+    if (src->n_excluded)
+        memcpy(a->excluded, src->excluded, src->n_excluded * sizeof *a->excluded);
+    return a;
+}
+
+/* Read the world-change answer musterd stored for generation and give node_id's part of it. */
 int muster_run_answer(muster_t *m, uint64_t generation, const char *node_id, muster_assignment **out,
                       uint32_t timeout_ms)
 {
     char key[64];
     void *v = NULL;
     size_t n = 0;
+    struct wsm sm;
     int rc;
     if (!out)
         return MUSTER_EINVAL;
     *out = NULL;
-    if (!m || !node_id || !*node_id)
+    if (!m || !node_id || !*node_id || generation == 0)
         return MUSTER_EINVAL;
-    keys_run_answer(key, sizeof key, generation);
+    keys_rdzv_answer(key, sizeof key, generation);
     rc = muster_get(m, key, timeout_ms > 0, timeout_ms, &v, &n);
     if (rc != MUSTER_OK)
         return rc;
-    rc = run_answer_parse(v, n, node_id, out);
+    /* The worker's machine decides, as for muster_world_next: a process new to generation. */
+    wsm_init(&sm, node_id, 0, generation, 0, 0);
+    wsm_begin(&sm, 0, 1);
+    wsm_answer(&sm, 0, generation, v, n);
     muster_free(v);
-    if (rc == MUSTER_EPROTO)
-        return error_set(m, rc, "the key of the recovery answer holds something else");
+    rc = sm.status;
+    if (rc == MUSTER_OK && sm.change.previous_generation == 0)
+        rc = error_set(m, MUSTER_ENOTFOUND, "generation %" PRIu64 " was formed by a plain round: no recovery",
+                       generation);
+    else if (rc == MUSTER_OK && !(*out = rdzv_copy_assignment(sm.change.assignment)))
+        rc = MUSTER_ENOMEM;
+    else if (rc != MUSTER_OK)
+        rc = error_set(m, rc, "%s", sm.why);
+    wsm_fini(&sm);
     return rc;
 }

@@ -17,8 +17,8 @@
  *
  * Errors: every function returns a muster_err (MUSTER_OK = 0) or, where it
  * returns a pointer, NULL with the reason in *err.  muster_strerror() gives a
- * static message; muster_last_error() gives the server's detail for the last
- * failed call on a handle.  Retryable codes (muster_err_retryable()):
+ * static message; muster_last_error() gives the detail of the last call on a
+ * handle: its failure's reason, or "" after a success.  Retryable codes (muster_err_retryable()):
  * MUSTER_ETIMEDOUT, MUSTER_ECONN, MUSTER_ESHUTDOWN, MUSTER_ESTALE (re-join),
  * MUSTER_ENOTLEADER (retry at the leader muster_last_error() names) and
  * MUSTER_ECANCELED (re-join).  The others mean the same call will fail
@@ -230,6 +230,14 @@ MUSTER_API void muster_close(muster_t *m);
 /* The detail for the last failed call on m: the server's message, or the
  * library's own ("" when none).  Valid until the next call on m. */
 MUSTER_API const char *muster_last_error(const muster_t *m);
+/* Record the reason of a failure on m for muster_last_error and return code; code MUSTER_OK (or a NULL
+ * fmt) clears it.  For libraries layered on libmuster (libmuster-nccl), so one handle says why its
+ * caller's last call failed, whichever layer failed it. */
+MUSTER_API int muster_set_error(muster_t *m, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 /* 0 while m is usable, else the error that broke it (see "Broken handles"). */
 MUSTER_API int muster_broken(const muster_t *m);
 /* The socket fd, for poll(): readable when the server has sent something

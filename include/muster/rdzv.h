@@ -121,13 +121,12 @@ MUSTER_API int muster_rdzv_leave(muster_t *m, uint32_t timeout_ms);
  * once every member has finished it counts as completed, not failed.
  * MUSTER_ENOTMEMBER when this handle never joined. */
 MUSTER_API int muster_rdzv_finish(muster_t *m, uint32_t timeout_ms);
-/* For a worker of `muster run --recovery in-place`: the assignment that node node_id (its MUSTER_NODE_ID)
- * got in generation, a generation formed by a recovery round, as its launcher published it (members and
- * excluded list included, causes left out), so the worker can rebuild what depended on the old world
- * (muster_nccl_comm_recover).  Waits up to timeout_ms for the launcher to publish it (0: not at all).
- * *out is caller-owned (muster_assignment_free).  MUSTER_ENOTFOUND: nothing published (the generation
- * was not formed by a recovery, or not yet); MUSTER_EEXCLUDED: the recovery left this node out;
- * MUSTER_EPROTO: the key holds something else. */
+/* The part of generation's world-change answer (musterd stores it when it forms a generation, see
+ * muster/world.h) that node node_id got, members and excluded list with causes included, for a
+ * generation formed by a recovery round.  Waits up to timeout_ms for the key (0: not at all).  *out is
+ * caller-owned (muster_assignment_free).  MUSTER_ENOTFOUND: the generation was formed by a plain round
+ * (no recovery), or has not formed yet; MUSTER_EEXCLUDED: the recovery left this node out (or it is not
+ * a member); MUSTER_EPROTO: the key holds something else.  muster_world_next is the whole worker side. */
 MUSTER_API int muster_run_answer(muster_t *m, uint64_t generation, const char *node_id, muster_assignment **out,
                                  uint32_t timeout_ms);
 /* Free an assignment; NULL is a no-op. */
