@@ -184,9 +184,12 @@ int nccl_plan_make(const struct nccl_plan_in *in, struct nccl_plan *out)
     survivors = nccl_plan_survivors(a);
     if (survivors == 0)
         return MUSTER_EINVAL;   /* a recovery always keeps a survivor, listed first */
-    out->survivor = a->old_node_rank != UINT32_MAX;
-    if (out->survivor != (in->parent_nranks > 0))
-        return MUSTER_EINVAL;   /* a survivor needs its parent; a newcomer has none */
+    /* A process of a surviving node holds the parent, unless it is new (its worker was replaced) or its
+     * last rebuild failed: that orphan votes the parent unhealthy, so every survivor re-initialises. */
+    out->survivor = a->old_node_rank != UINT32_MAX && in->parent_nranks > 0;
+    out->orphan = a->old_node_rank != UINT32_MAX && in->parent_nranks == 0;
+    if (a->old_node_rank == UINT32_MAX && in->parent_nranks > 0)
+        return MUSTER_EINVAL;   /* a newcomer's node held no rank of the parent */
     old_nodes = survivors + a->n_excluded;
     old = calloc(old_nodes, sizeof *old);
     if (!old)

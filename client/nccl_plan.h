@@ -40,6 +40,8 @@ struct nccl_plan_in {
 struct nccl_plan {
     int path;                   /* NCCL_PLAN_* */
     int survivor;               /* this process holds a rank of the parent */
+    int orphan;                 /* its node survived but this process holds no parent: it takes part in
+                                   the survivors' vote as unhealthy, which makes every survivor re-init */
     int revoke;                 /* survivors on SHRINK/GROW: revoke and drain the parent (else the shrink
                                    aborts its work with NCCL_SHRINK_ABORT) */
     int announced;              /* a newcomer: GROW or INIT is read from the new rank 0's announcement */

@@ -158,7 +158,8 @@ static int nccl_recover_vote(muster_t *m, ncclComm_t parent, const struct nccl_p
     *all_ok = 0;
     keys_nccl_unhealthy(key, sizeof key, generation, name);
     keys_nccl_vote(bar, sizeof bar, generation, name);
-    if (ncclCommGetAsyncError(parent, &state) != ncclSuccess || state != ncclSuccess)
+    /* An orphan (no parent) and a parent holding an error both count: neither can take part in a shrink. */
+    if (!parent || ncclCommGetAsyncError(parent, &state) != ncclSuccess || state != ncclSuccess)
         rc = muster_add(m, key, 1, NULL, nccl_left_ms(deadline));
     for (int first = 1; rc == MUSTER_OK || rc == MUSTER_ETIMEDOUT; first = 0) {
         uint32_t slice = nccl_left_ms(deadline);
@@ -299,74 +300,131 @@ static int nccl_recover_fresh(const struct nccl_recover_rt *rt, muster_t *m, ncc
     return nccl_recover_grow(rt, NULL, plan, &got.id, name, deadline, w, out);
 }
 
-/* Make the parent's device current for a survivor, else choose one as the plain init does. */
-static int nccl_recover_device(ncclComm_t parent, int local_rank, const muster_nccl_opts *opts)
+/* Make the device current: a survivor's is already current in its process (asking the parent, which may
+ * hold an error, is avoided); a process new to the world chooses one as the plain init does. */
+static int nccl_recover_device(muster_t *m, int carried, int local_rank, const muster_nccl_opts *opts)
 {
     int dev = -1;
-    if (!parent)
-        return nccl_set_device(local_rank, opts);
-    if (ncclCommCuDevice(parent, &dev) != ncclSuccess || dev < 0)
-        return MUSTER_ENCCL;
-    return cudaSetDevice(dev) == cudaSuccess ? MUSTER_OK : MUSTER_ENCCL;
+    if (!carried || (opts && opts->cuda_device >= 0))
+        return nccl_set_device(local_rank, opts) == MUSTER_OK
+                   ? MUSTER_OK
+                   : muster_set_error(m, MUSTER_ENCCL, "cannot make a CUDA device current for local rank %d",
+                                      local_rank);
+    return cudaGetDevice(&dev) == cudaSuccess ? MUSTER_OK
+                                              : muster_set_error(m, MUSTER_ENCCL, "no current CUDA device: %s",
+                                                                 cudaGetErrorString(cudaGetLastError()));
+}
+
+/* Fill the plan's input from the world change; the parent's shape is the change's, never the parent's own
+ * (a communicator holding an error fails ncclCommCount). */
+static void nccl_recover_input(struct nccl_plan_in *in, const struct nccl_recover_rt *rt,
+                               const muster_world_change *c, int carried)
+{
+    memset(in, 0, sizeof *in);
+    in->version = rt->version;
+    in->have_revoke = rt->revoke != NULL;
+    in->have_shrink = rt->shrink != NULL;
+    in->have_grow = rt->grow && rt->getid;
+    in->recovery = c->assignment;
+    in->local_rank = c->local_rank;
+    in->parent_nranks = carried ? c->previous_world_size : 0;
+    in->parent_rank = carried ? c->previous_rank : -1;
+}
+
+/* Words for a failed step of the recovery, with NCCL's own detail when NCCL failed. */
+static int nccl_recover_fail(muster_t *m, int rc, const char *step, const struct nccl_plan *plan, uint64_t gen)
+{
+    const char *nccl = rc == MUSTER_ENCCL ? ncclGetLastError(NULL) : NULL;
+    if (rc == MUSTER_OK)
+        return rc;
+    return muster_set_error(m, rc, "generation %llu, rank %d of %d (%s): %s: %s%s%s", (unsigned long long)gen,
+                            plan->rank, plan->world, nccl_plan_path_name(plan->path), step, muster_strerror(rc),
+                            nccl && *nccl ? ": " : "", nccl ? nccl : "");
+}
+
+/* Carry the plan out: the vote, then the path. */
+static int nccl_recover_run(const struct nccl_recover_rt *rt, muster_t *m, ncclComm_t parent, struct nccl_plan *plan,
+                            uint64_t gen, const char *name, uint64_t deadline, struct nccl_watch *w, ncclComm_t *comm)
+{
+    char key[NCCL_RECOVER_KEY_MAX];
+    int rc = MUSTER_OK;
+    keys_nccl_recover(key, sizeof key, gen, name);
+    if ((plan->survivor || plan->orphan) && plan->path != NCCL_PLAN_INIT) {
+        int all_ok = 0;
+        rc = nccl_recover_vote(m, parent, plan, gen, name, deadline, w, &all_ok);
+        if (rc != MUSTER_OK) {
+            if (parent)
+                ncclCommAbort(parent);
+            return nccl_recover_fail(m, rc, "the survivors' health vote", plan, gen);
+        }
+        if (!all_ok) {
+            plan->path = NCCL_PLAN_INIT;   /* one cannot shrink: every survivor re-initialises */
+            plan->revoke = 0;
+        }
+    }
+    if (plan->path == NCCL_PLAN_SHRINK)
+        rc = nccl_recover_shrink(rt, parent, plan, name, deadline, w, comm);
+    else if (plan->path == NCCL_PLAN_GROW && parent)
+        rc = nccl_recover_survivor_grow(rt, m, parent, plan, key, name, deadline, w, comm);
+    else
+        rc = nccl_recover_fresh(rt, m, parent, plan, key, name, deadline, w, comm);
+    return nccl_recover_fail(m, rc, plan->path == NCCL_PLAN_SHRINK ? "ncclCommShrink" : "the rebuild", plan, gen);
 }
 
 /* Check the input, plan, and carry the plan out under one deadline. */
-int muster_nccl_comm_recover(muster_t *m, ncclComm_t parent, const muster_assignment *previous,
-                             const muster_assignment *recovery, int local_rank, const muster_nccl_opts *opts,
-                             ncclComm_t *comm, muster_nccl_recovery *info, uint32_t timeout_ms)
+int muster_nccl_comm_recover(muster_t *m, ncclComm_t parent, const muster_world_change *change,
+                             const muster_nccl_opts *opts, ncclComm_t *comm, muster_nccl_recovery *info,
+                             uint32_t timeout_ms)
 {
     const char *name = opts && opts->comm_name ? opts->comm_name : MUSTER_NCCL_DEFAULT_NAME;
     uint64_t deadline = nccl_deadline(timeout_ms);
-    struct nccl_plan_in in = {0};
+    struct nccl_plan_in in;
     struct nccl_plan plan;
     struct nccl_recover_rt rt;
     struct nccl_watch w;
-    char key[NCCL_RECOVER_KEY_MAX];
-    int rc;
+    int rc, carried;
 
     if (info)
         memset(info, 0, sizeof *info);
-    if (!comm)
-        return MUSTER_EINVAL;
-    *comm = NULL;
-    if (!m || !recovery || !nccl_name_ok(name))
-        return MUSTER_EINVAL;
-    nccl_recover_runtime(&rt);
-    in.version = rt.version;
-    in.have_revoke = rt.revoke != NULL;
-    in.have_shrink = rt.shrink != NULL;
-    in.have_grow = rt.grow && rt.getid;
-    in.recovery = recovery;
-    in.previous = previous;
-    in.local_rank = local_rank;
-    in.parent_rank = -1;
-    if (parent && (ncclCommCount(parent, &in.parent_nranks) != ncclSuccess ||
-                   ncclCommUserRank(parent, &in.parent_rank) != ncclSuccess || in.parent_nranks < 1))
-        return MUSTER_ECONFLICT;   /* not a communicator this call can recover from */
-    rc = nccl_plan_make(&in, &plan);
-    if (rc != MUSTER_OK)
-        return rc;
-
-    rc = nccl_recover_device(parent, local_rank, opts);
-    keys_nccl_recover(key, sizeof key, recovery->generation, name);
-    nccl_watch_init(&w, m, opts ? opts->events : NULL, recovery->generation, plan.world);
-    if (rc == MUSTER_OK && parent && plan.path != NCCL_PLAN_INIT) {
-        int all_ok = 0;
-        rc = nccl_recover_vote(m, parent, &plan, recovery->generation, name, deadline, &w, &all_ok);
-        if (rc == MUSTER_OK && !all_ok) {
-            plan.path = NCCL_PLAN_INIT;   /* a parent cannot be shrunk: every survivor re-initialises */
-            plan.revoke = 0;
-        }
+    if (comm)
+        *comm = NULL;
+    if (!comm || !m)
+        return m ? muster_set_error(m, MUSTER_EINVAL, "no place for the communicator (comm is NULL)") : MUSTER_EINVAL;
+    if (!change || !change->assignment || !change->previous_generation)
+        return muster_set_error(m, MUSTER_EINVAL, "not a recovery's world change (a first generation is built "
+                                "with muster_nccl_comm_init)");
+    if (!nccl_name_ok(name))
+        return muster_set_error(m, MUSTER_EINVAL, "bad communicator name '%s'", name);
+    carried = change->carried && parent != NULL;
+    if (parent && !carried) {
+        ncclCommAbort(parent);   /* not the previous generation's: it can only be let go */
+        parent = NULL;
     }
+    muster_set_error(m, MUSTER_OK, NULL);
+    nccl_recover_runtime(&rt);
+    nccl_recover_input(&in, &rt, change, carried);
+    rc = nccl_plan_make(&in, &plan);
     if (rc != MUSTER_OK) {
         if (parent)
             ncclCommAbort(parent);
-    } else if (plan.path == NCCL_PLAN_SHRINK) {
-        rc = nccl_recover_shrink(&rt, parent, &plan, name, deadline, &w, comm);
-    } else if (plan.path == NCCL_PLAN_GROW && parent) {
-        rc = nccl_recover_survivor_grow(&rt, m, parent, &plan, key, name, deadline, &w, comm);
+        return muster_set_error(m, rc, "generation %llu: the answer and this process's previous rank %d of %d "
+                                "do not make a plan", (unsigned long long)change->generation,
+                                change->previous_rank, change->previous_world_size);
+    }
+    rc = nccl_recover_device(m, carried, change->local_rank, opts);
+    nccl_watch_init(&w, m, opts ? opts->events : NULL, change->generation, plan.world);
+    if (rc != MUSTER_OK) {
+        /* Still arrive at the survivors' vote (as unhealthy), so nobody waits there for this process. */
+        char why[256];
+        int all_ok = 0;
+        snprintf(why, sizeof why, "%s", muster_last_error(m));
+        if (parent)
+            ncclCommAbort(parent);
+        if ((plan.survivor || plan.orphan) && plan.path != NCCL_PLAN_INIT)
+            nccl_recover_vote(m, NULL, &plan, change->generation, name, deadline, &w, &all_ok);
+        muster_set_error(m, rc, "%s", why);
     } else {
-        rc = nccl_recover_fresh(&rt, m, parent, &plan, key, name, deadline, &w, comm);
+        rc = nccl_recover_run(&rt, m, parent, &plan, change->generation, name, deadline, &w, comm);
     }
     if (rc == MUSTER_OK && info) {
         info->rank = plan.rank;
@@ -375,6 +433,8 @@ int muster_nccl_comm_recover(muster_t *m, ncclComm_t parent, const muster_assign
         info->revoked = plan.revoke;
         info->n_excluded = plan.n_excluded;
     }
+    if (rc == MUSTER_OK)
+        muster_set_error(m, MUSTER_OK, NULL);
     nccl_plan_free(&plan);
     return rc;
 }

@@ -22,6 +22,7 @@
 
 #include <muster/muster.h>
 #include <muster/rdzv.h>
+#include <muster/world.h>
 #include <nccl.h>
 
 #ifdef __cplusplus
@@ -92,11 +93,15 @@ MUSTER_API int muster_nccl_comm_wait(ncclComm_t comm, uint32_t timeout_ms);
  * the call whatever it returns.  NULL is a no-op. */
 MUSTER_API int muster_nccl_comm_destroy(ncclComm_t comm, uint32_t timeout_ms);
 
-/* Recovery in place: after muster_rdzv_recover() (include/muster/rdzv.h)
- * every process of the new generation calls muster_nccl_comm_recover()
- * with the answer; survivors pass the communicator of the broken
- * generation (the parent), newcomers and admitted standbys pass NULL.
- * Every survivor computes the same plan from the same answer:
+/* Recovery in place: when muster_world_next() (include/muster/world.h)
+ * gives a world change formed by a recovery round, every process of the
+ * new generation calls muster_nccl_comm_recover() with it; a process that
+ * holds the previous generation's communicator (change->carried) passes it
+ * as the parent, any other passes NULL (a parent it passes anyway is
+ * aborted: it is not the previous generation's).  The parent's size and
+ * this process's rank in it come from the change, never from the parent,
+ * which may hold an error.  Every process computes the same plan from the
+ * same answer:
  *
  *   new generation                     NCCL at run time      path
  *   ---------------------------------  --------------------  ------------------------------
@@ -107,6 +112,14 @@ MUSTER_API int muster_nccl_comm_destroy(ncclComm_t comm, uint32_t timeout_ms);
  *   nobody excluded, or a survivor's   any                   INIT
  *   local world size changed
  *
+ * Before SHRINK or GROW, and before anything that could fail on a parent
+ * holding an error, the survivors vote: each whose parent holds an error,
+ * and each process of a surviving node that holds none (its worker was
+ * replaced, or its previous rebuild failed), counts itself, and one
+ * barrier's release tells every survivor whether all can shrink; if not,
+ * all re-initialise (INIT).  A process that cannot go on still arrives at
+ * the vote, so nobody waits for it there.
+ *
  * How the parent's in-flight work is stopped, and how it is released:
  *   SHRINK/GROW with ncclCommRevoke (2.28.7+): revoke, wait until the parent
  *     is quiescent (ncclCommGetAsyncError leaves ncclInProgress), shrink with
@@ -116,26 +129,22 @@ MUSTER_API int muster_nccl_comm_destroy(ncclComm_t comm, uint32_t timeout_ms);
  *   SHRINK/GROW without it (2.27 to 2.28.6): shrink with NCCL_SHRINK_ABORT,
  *     wait for the child, then ncclCommAbort the parent, never
  *     ncclCommDestroy: after an aborting shrink the parent's resources are
- *     still held and a destroy waits for peers that are gone (survivors that
- *     did so blocked forever).
- *   INIT: ncclCommAbort the parent first (it is not needed again), then a
- *     fresh id and ncclCommInitRankConfig of the new world.
+ *     still held and a destroy waits for peers that are gone.
+ *   INIT: ncclCommAbort the parent first (it is not needed again), then the
+ *     new rank 0's fresh id and ncclCommInitRankConfig of the new world.
  * The parent stays alive until the child is ready because the child's init
- * runs over the parent's bootstrap.  A shrink started before the revoke has
- * drained blocks: the drain is not optional.  A revoke that ends in an error
- * falls back to the aborting shrink.  GROW's intermediate (shrunk)
- * communicator is healthy and is finalized and destroyed once the grown one
- * is ready.
+ * runs over the parent's bootstrap.  A revoke that ends in an error falls
+ * back to the aborting shrink.  GROW's intermediate (shrunk) communicator
+ * is finalized and destroyed once the grown one is ready.
  *
  * Excluded ranks: the parent's global ranks follow the previous
  * generation's node order, so node k held old rank_start(k) ..
  * rank_start(k) + local_world_size(k) - 1; the excluded list names nodes by
- * old_node_rank and the shrink drops all their ranks.  rank_start and
- * local_world_size come from `previous` (the assignment the parent was
- * built from, joined with want_members) or, when it is NULL, from the
- * uniform layout: every node ran as many ranks as the survivors run now
- * (MUSTER_ECONFLICT when the survivors differ).  A process of an excluded
- * node (muster_rdzv_recover answered MUSTER_EEXCLUDED) must ncclCommAbort
+ * old_node_rank and the shrink drops all their ranks.  The layout is the
+ * uniform one: every node ran as many ranks as the survivors run now (a
+ * survivor whose local world size changed makes the plan INIT).  A process
+ * of an excluded
+ * node (muster_world_next answered MUSTER_EEXCLUDED) must ncclCommAbort
  * its communicator before it exits or joins again, never finalize or
  * destroy it: those wait for the survivors, who have moved on.
  *
@@ -146,9 +155,7 @@ MUSTER_API int muster_nccl_comm_destroy(ncclComm_t comm, uint32_t timeout_ms);
  * load the same NCCL.  Newcomers cannot tell GROW from INIT alone (they do
  * not know the old layout), so the new rank 0, always a survivor, announces
  * its path and id under nccl/<generation>/<comm_name>/id/recover.
- *
- * The GPU paths have been built and their decisions unit-tested, but not yet
- * run on GPUs. */
+ * scripts/gpu-recover.sh runs these paths on a GPU (bench/results/gpu/). */
 
 /* The path muster_nccl_comm_recover() took. */
 typedef enum muster_nccl_path {
@@ -166,25 +173,20 @@ typedef struct muster_nccl_recovery {
     int n_excluded;             /* ranks of the parent left out (survivors; 0 for a newcomer) */
 } muster_nccl_recovery;
 
-/* Build the communicator of the generation formed by a recovery round.
- * recovery: the answer of muster_rdzv_recover() (or an admitted standby's
- * join) with want_members set; previous: see above (may be NULL); parent:
- * this survivor's communicator of the broken generation, NULL for a
- * newcomer; local_rank: this process's local rank (its new rank is
- * recovery->rank_start + local_rank).  The CUDA device is the parent's
- * (survivors) or chosen as by muster_nccl_comm_init (newcomers).  On
- * success *comm is ready and *info (may be NULL) says how.
- * Bad input returns before anything is touched, the parent still usable:
- * MUSTER_EINVAL for NULL comm/m/recovery, a bad comm_name, an answer that
- * is not a recovery answer (previous_generation 0), has no members list or
- * does not add up, a local rank outside it, a survivor without a parent or
- * a newcomer with one; MUSTER_ECONFLICT when the answer disagrees with the
- * parent (its size or this process's rank in it) or with previous.  Past
- * that, the parent is released whatever the result (MUSTER_ENCCL,
- * MUSTER_ETIMEDOUT, MUSTER_ECANCELED as for muster_nccl_comm_init, which
- * watches the new generation's broken key and opts->events the same way). */
-MUSTER_API int muster_nccl_comm_recover(muster_t *m, ncclComm_t parent, const muster_assignment *previous,
-                                        const muster_assignment *recovery, int local_rank,
+/* Build the communicator of the generation a recovery round formed.
+ * change: from muster_world_next, previous_generation set; parent: this
+ * process's communicator of change->previous_generation when
+ * change->carried, else NULL.  The CUDA device is the current one
+ * (carried) or chosen as by muster_nccl_comm_init.  On success *comm is
+ * ready, *info (may be NULL) says how, and muster_last_error(m) is empty.
+ * On failure the parent is released (aborted) whatever the step, *comm is
+ * NULL and muster_last_error(m) names the generation, the rank, the path
+ * and the step that failed with NCCL's own words: MUSTER_EINVAL (no
+ * change, not a recovery's, a bad comm_name), MUSTER_ECONFLICT (the answer
+ * disagrees with the previous rank the change holds), MUSTER_ENCCL,
+ * MUSTER_ETIMEDOUT, or MUSTER_ECANCELED (the new generation broke too:
+ * call muster_world_next again, with nothing carried). */
+MUSTER_API int muster_nccl_comm_recover(muster_t *m, ncclComm_t parent, const muster_world_change *change,
                                         const muster_nccl_opts *opts, ncclComm_t *comm,
                                         muster_nccl_recovery *info, uint32_t timeout_ms);
 

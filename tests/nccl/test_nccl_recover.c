@@ -56,73 +56,97 @@ static void answer_build(struct answer *ans, uint32_t me)
     ans->a.excluded = ans->x;
 }
 
-/* Call recover as a newcomer-or-survivor without a parent; checks *comm and *info come back empty. */
-static int recover_call(muster_t *m, const muster_assignment *prev, const muster_assignment *a, int lr,
-                        const muster_nccl_opts *opts)
+/* The world change ans makes for local rank lr of a process holding nothing (a newcomer's view). */
+static muster_world_change change_of(const struct answer *ans, int lr)
+{
+    muster_world_change c;
+    memset(&c, 0, sizeof c);
+    c.generation = ans->a.generation;
+    c.previous_generation = ans->a.previous_generation;
+    c.plan = MUSTER_WORLD_GROW;
+    c.rank = (int)ans->a.rank_start + lr;
+    c.world_size = (int)ans->a.world_size;
+    c.local_rank = lr;
+    c.previous_rank = -1;
+    c.node_rank = ans->a.node_rank;
+    c.num_nodes = ans->a.num_nodes;
+    c.old_node_rank = ans->a.old_node_rank;
+    c.n_excluded = ans->a.n_excluded;
+    c.excluded = ans->a.excluded;
+    c.assignment = &ans->a;
+    return c;
+}
+
+/* Call recover without a parent; checks *comm and *info come back empty and a reason was given. */
+static int recover_call(muster_t *m, const muster_world_change *c, const muster_nccl_opts *opts)
 {
     ncclComm_t comm = (ncclComm_t)&d;   /* any non-NULL value: the call must clear it */
     muster_nccl_recovery info;
     int rc;
     memset(&info, 0xff, sizeof info);
-    rc = muster_nccl_comm_recover(m, NULL, prev, a, lr, opts, &comm, &info, 2000);
+    rc = muster_nccl_comm_recover(m, NULL, c, opts, &comm, &info, 2000);
     CHECK(comm == NULL);
     CHECK_EQ(info.rank, 0);
     CHECK_EQ(info.world_size, 0);
     CHECK_EQ(info.path, 0);
+    if (m && rc != MUSTER_OK)
+        CHECK(*muster_last_error(m) != '\0');
     return rc;
 }
 
-/* NULL, not a recovery answer, mismatched sizes, a survivor without its parent, a previous assignment
- * that disagrees: each refused with its error, and nothing is written to the store. */
+/* NULL, not a recovery's change, a bad name, an answer that does not add up, a local rank outside the
+ * node: each refused with its error and a reason, and nothing is written to the store. */
 static void test_refuses_bad_input(void *unused)
 {
     muster_t *m = hc_connect(&d, NULL, NULL);
     muster_nccl_opts bad_name = MUSTER_NCCL_OPTS_INIT;
-    struct answer ans, prev;
+    struct answer ans;
+    muster_world_change c;
     (void)unused;
     answer_build(&ans, 2);
-    CHECK_EQ(muster_nccl_comm_recover(m, NULL, NULL, &ans.a, 0, NULL, NULL, NULL, 2000), MUSTER_EINVAL);
-    CHECK_EQ(recover_call(NULL, NULL, &ans.a, 0, NULL), MUSTER_EINVAL);
-    CHECK_EQ(recover_call(m, NULL, NULL, 0, NULL), MUSTER_EINVAL);
+    c = change_of(&ans, 0);
+    CHECK_EQ(muster_nccl_comm_recover(m, NULL, &c, NULL, NULL, NULL, 2000), MUSTER_EINVAL);
+    CHECK(strstr(muster_last_error(m), "comm is NULL") != NULL);
+    CHECK_EQ(recover_call(NULL, &c, NULL), MUSTER_EINVAL);
+    CHECK_EQ(recover_call(m, NULL, NULL), MUSTER_EINVAL);
     bad_name.comm_name = "tp/0";
-    CHECK_EQ(recover_call(m, NULL, &ans.a, 0, &bad_name), MUSTER_EINVAL);
-    ans.a.previous_generation = 0;   /* a plain join's answer */
-    CHECK_EQ(recover_call(m, NULL, &ans.a, 0, NULL), MUSTER_EINVAL);
+    CHECK_EQ(recover_call(m, &c, &bad_name), MUSTER_EINVAL);
+    CHECK(strstr(muster_last_error(m), "tp/0") != NULL);
+    c.previous_generation = 0;   /* a first generation's change */
+    CHECK_EQ(recover_call(m, &c, NULL), MUSTER_EINVAL);
+    CHECK(strstr(muster_last_error(m), "muster_nccl_comm_init") != NULL);
+    ans.a.world_size = 8;        /* sizes that do not add up */
+    c = change_of(&ans, 0);
+    CHECK_EQ(recover_call(m, &c, NULL), MUSTER_EINVAL);
+    CHECK(strstr(muster_last_error(m), "generation 5") != NULL);
     answer_build(&ans, 2);
-    ans.a.members = NULL;            /* joined without want_members */
-    CHECK_EQ(recover_call(m, NULL, &ans.a, 0, NULL), MUSTER_EINVAL);
-    answer_build(&ans, 2);
-    ans.a.world_size = 8;            /* sizes that do not add up */
-    CHECK_EQ(recover_call(m, NULL, &ans.a, 0, NULL), MUSTER_EINVAL);
-    answer_build(&ans, 2);
-    CHECK_EQ(recover_call(m, NULL, &ans.a, 2, NULL), MUSTER_EINVAL);   /* local rank past the node's */
-    answer_build(&ans, 1);
-    CHECK_EQ(recover_call(m, NULL, &ans.a, 0, NULL), MUSTER_EINVAL);   /* a survivor without its parent */
-    /* A previous assignment of another generation than the one recovered from. */
-    answer_build(&ans, 2);
-    answer_build(&prev, 0);
-    prev.a.generation = 3;
-    prev.a.previous_generation = 0;
-    CHECK_EQ(recover_call(m, &prev.a, &ans.a, 0, NULL), MUSTER_ECONFLICT);
+    c = change_of(&ans, 2);      /* local rank past the node's */
+    CHECK_EQ(recover_call(m, &c, NULL), MUSTER_EINVAL);
     HC_EXPECT(m, "nccl/5/world/id/recover", NULL);
+    /* A success clears the text an earlier failure left. */
+    CHECK_EQ(muster_set(m, "k", "v", 1, 0), MUSTER_OK);
+    CHECK_EQ(strcmp(muster_last_error(m), ""), 0);
     muster_close(m);
 }
 
-/* A valid newcomer on a machine without a GPU gets past the checks and stops at the device choice. */
+/* A valid newcomer on a machine without a GPU gets past the checks and stops at the device choice,
+ * naming the step. */
 static void test_newcomer_without_gpu(void *unused)
 {
     muster_t *m = hc_connect(&d, NULL, NULL);
     struct answer ans;
+    muster_world_change c;
     int count = 0;
     (void)unused;
     if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
-        h_skip("a GPU is present: scripts/gpu-device.sh covers this machine");
+        h_skip("a GPU is present: scripts/gpu-recover.sh covers this machine");
         muster_close(m);
         return;
     }
     answer_build(&ans, 2);
-    CHECK_EQ(recover_call(m, NULL, &ans.a, 1, NULL), MUSTER_ENCCL);
-    HC_EXPECT(m, "nccl/5/world/id/recover", NULL);
+    c = change_of(&ans, 1);
+    CHECK_EQ(recover_call(m, &c, NULL), MUSTER_ENCCL);
+    CHECK(strstr(muster_last_error(m), "CUDA device") != NULL);
     muster_close(m);
 }
 

@@ -314,7 +314,14 @@ static void t_bad_input(void *unused)
     ans.a.rank_start = 2;            /* this node's own place disagrees with its member entry */
     CHECK_EQ(plan(in, &ans, NULL, 0, 8, 0, &p), MUSTER_EINVAL);
     build(&ans, 5, ms, 3, xs, 1, 0);
-    CHECK_EQ(plan(in, &ans, NULL, 0, 0, -1, &p), MUSTER_EINVAL);   /* a survivor without its parent */
+    /* A process of a surviving node without its parent (its worker was replaced, or its last rebuild
+     * failed): an orphan, which votes unhealthy and then follows rank 0's announcement. */
+    CHECK_EQ(plan(in, &ans, NULL, 0, 0, -1, &p), MUSTER_OK);
+    CHECK_EQ(p.survivor, 0);
+    CHECK_EQ(p.orphan, 1);
+    CHECK_EQ(p.announced, 1);
+    CHECK_EQ(p.revoke, 0);
+    nccl_plan_free(&p);
     build(&ans, 5, ms, 3, dup, 1, 0);
     CHECK_EQ(plan(in, &ans, NULL, 0, 8, 0, &p), MUSTER_EINVAL);    /* old rank 1 twice */
     build(&ans, 5, order, 3, xs, 1, 0);
