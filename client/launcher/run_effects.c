@@ -20,7 +20,6 @@
 #include "cli.h"
 #include "deadline.h"
 #include "keys.h"
-#include "run_answer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -340,8 +339,7 @@ static int run_effects_rdzv(struct run_ctx *c, int flags)
         .max_nodes = c->cfg.nnodes[1],
         .last_call_ms = c->cfg.last_call_ms,
         .standby = (flags & RUN_JOIN_STANDBY) != 0,
-        /* In place, a recovery's answer is published whole for the workers (run_effects_place). */
-        .want_members = c->pol.cfg.in_place,
+        /* No member list: musterd stores a recovery's answer once for the workers (muster/world.h). */
     };
     muster_assignment_free(c->a);
     c->a = NULL;
@@ -373,8 +371,7 @@ static void run_effects_recover(struct run_ctx *c)
     struct run_ev ev = {.kind = RUN_EV_RECOVER_FAILED, .status = MUSTER_ECONN};
     /* min and max are the generation's; they are given because the call checks them. */
     muster_rdzv_opts o = {.node_id = c->node_id, .local_world_size = c->cfg.nproc, .min_nodes = c->cfg.nnodes[0],
-                          .max_nodes = c->cfg.nnodes[1], .last_call_ms = c->cfg.last_call_ms,
-                          .want_members = 1};
+                          .max_nodes = c->cfg.nnodes[1], .last_call_ms = c->cfg.last_call_ms};
     muster_assignment *a = NULL;
     int rc = c->conn_lost ? MUSTER_ECONN : muster_rdzv_recover(c->m, &o, &a, c->cfg.rdzv_timeout_ms);
     if (rc == MUSTER_OK) {
@@ -391,41 +388,6 @@ static void run_effects_recover(struct run_ctx *c)
         ev.status = rc;
     }
     run_effects_feed(c, &ev, NULL);
-}
-
-/* Publish a recovery's answer (the same text from every node of the generation) for the workers'
- * muster_run_answer; MUSTER_OK when there is none to publish. */
-static int run_effects_answer(struct run_ctx *c)
-{
-    const muster_assignment *a = c->a;
-    char key[64], *text = NULL;
-    size_t len = 0;
-    if (!a->previous_generation || !a->members)
-        return MUSTER_OK;
-    int rc = run_answer_format(a, &text, &len);
-    if (rc != MUSTER_OK)
-        return rc;
-    keys_run_answer(key, sizeof key, a->generation);
-    rc = muster_set(c->m, key, text, len, 0);
-    free(text);
-    return rc;
-}
-
-/* RUN_ACT_PLACE: publish this node's place in the generation, which workers staying across generations
- * read (KEYS_RUN_PLACE_FMT), and first a recovery's answer (KEYS_RUN_ANSWER_FMT); a failed write breaks
- * the generation, as a failed heartbeat does. */
-static void run_effects_place(struct run_ctx *c)
-{
-    const muster_assignment *a = c->a;
-    char key[256], val[96];
-    keys_run_place(key, sizeof key, a->generation, a->node_id);
-    int n = snprintf(val, sizeof val, "%u %u %u %u %u", a->rank_start, a->world_size, a->local_world_size,
-                     a->node_rank, a->num_nodes);
-    int rc = c->conn_lost ? MUSTER_ECONN : run_effects_answer(c);
-    if (rc == MUSTER_OK)
-        rc = muster_set(c->m, key, val, (size_t)n, 0);
-    if (rc != MUSTER_OK)
-        run_effects_call_failed(c, "publishing this node's place", rc);
 }
 
 /* RUN_ACT_LEAVE: end this node's membership (finished: its workers all succeeded); a dead handle has
@@ -663,9 +625,6 @@ static void run_effects_perform(struct run_ctx *c, const struct run_act *a, cons
         break; /* the loop reads the policy's state */
     case RUN_ACT_RECOVER:
         run_effects_recover(c);
-        break;
-    case RUN_ACT_PLACE:
-        run_effects_place(c);
         break;
     case RUN_ACT_REPLACE:
         run_effects_replace(c);

@@ -18,9 +18,9 @@
  *
  * In place (--recovery in-place): a broken generation does not stop the
  * workers.  The launcher joins its recovery round (the survivors keep
- * their order) and, once the next generation forms, publishes the node's
- * place in it for the workers that run on (RUN_ACT_PLACE) and starts
- * only the local ranks that failed (RUN_ACT_REPLACE).  A local worker
+ * their order) and, once the next generation forms (musterd stores its
+ * answer for the workers that run on: muster/world.h), starts only the
+ * local ranks that failed (RUN_ACT_REPLACE).  A local worker
  * that failed breaks the generation for every node, because the
  * collective it was in cannot go on without it and no communicator takes
  * a new process in: so the node joins again (a join from a member breaks
@@ -197,8 +197,6 @@ static void run_policy_joining(struct run_policy *p, struct run_acts *out)
     if (p->answer == RUN_EV_JOINED) {
         p->state = RUN_ST_STARTING;
         p->started = 0;
-        if (p->cfg.in_place)
-            run_policy_act(out, RUN_ACT_PLACE, 0);
         run_policy_act(out, RUN_ACT_START, 0);
     } else if (p->answer == RUN_EV_JOIN_FAILED) {
         run_policy_end(p, p->answer_status, out);
@@ -323,8 +321,8 @@ static void run_policy_killing(struct run_policy *p, uint64_t now, struct run_ac
         run_policy_after_stop(p, out);
 }
 
-/* RECOVERING, REJOINING: the next generation formed: count the restart, publish this node's place in it
- * and start the failed local ranks; a failed answer stops the workers as without the mode. */
+/* RECOVERING, REJOINING: the next generation formed: count the restart and start the failed local ranks
+ * (the workers that run on read their place in it from musterd's answer, muster/world.h); a failed answer stops the workers as without the mode. */
 static void run_policy_moving(struct run_policy *p, uint64_t now, struct run_acts *out)
 {
     if (p->sig) {
@@ -334,7 +332,6 @@ static void run_policy_moving(struct run_policy *p, uint64_t now, struct run_act
         p->state = RUN_ST_STARTING;
         p->started = 0;
         run_policy_act(out, RUN_ACT_SAY, RUN_NOTE_RESTART);
-        run_policy_act(out, RUN_ACT_PLACE, 0);
         run_policy_act(out, RUN_ACT_REPLACE, 0);
     } else if (p->answer == RUN_EV_RECOVER_FAILED) {
         run_policy_act(out, RUN_ACT_SAY, RUN_NOTE_FALLBACK);

@@ -127,7 +127,6 @@ enum run_act_kind {
     RUN_ACT_SAY,       /* print note arg (enum run_note) */
     RUN_ACT_EXIT,      /* the launcher ends with status arg */
     RUN_ACT_RECOVER,   /* join the broken generation's recovery round; answer JOINED or RECOVER_FAILED */
-    RUN_ACT_PLACE,     /* publish this node's place in the generation for its workers (KEYS_RUN_PLACE_FMT) */
     RUN_ACT_REPLACE,   /* start the local ranks that failed, tell the others their new ranks; answer STARTED */
 };
 

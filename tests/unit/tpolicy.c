@@ -19,7 +19,7 @@ static const char *t_act_name(enum run_act_kind k)
 {
     static const char *const names[] = {"join",     "start", "heartbeat", "watch",   "unwatch", "report",
                                         "leave",    "signal", "release",  "complete", "say",    "exit",
-                                        "recover",  "place",  "replace"};
+                                        "recover",  "replace"};
     return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
@@ -101,7 +101,7 @@ void t_form(struct run_policy *p, uint64_t gen, uint32_t nodes, int nproc)
 {
     CHECK_EQ(p->state, RUN_ST_JOINING);
     t_feed(p, (struct run_ev){.kind = RUN_EV_JOINED, .generation = gen, .num_nodes = nodes, .every = T_EVERY});
-    CHECK_STR(t_turn(p), p->cfg.in_place ? "place, start" : "start");
+    CHECK_STR(t_turn(p), "start");
     CHECK_EQ(p->state, RUN_ST_STARTING);
     t_feed(p, (struct run_ev){.kind = RUN_EV_STARTED, .count = nproc});
     CHECK_STR(t_turn(p), "");
