@@ -18,27 +18,20 @@
  * every wait (default 60000).
  *
  * In place (MUSTER_DEMO_INPLACE=1, under `muster run --recovery in-place`):
- * the program loops MUSTER_DEMO_ITERATIONS all-reduces through the store,
+ * the program loops MUSTER_DEMO_ITERATIONS all-reduces,
  * MUSTER_DEMO_INTERVAL_MS apart, and survives the loss of other nodes in
- * the same process.  While it waits for the others' values it looks at
- * the daemon's generation key every DEMO_SLICE_MS; when a new generation
- * has formed, it reads its node's place in it from the launcher's key
- * (docs/launcher.md, "Staying in place") and goes on there: the ranks of
- * the new world first agree on the iteration to resume at (the highest
- * any of them reached: a process started into the new world has done
- * none), then every rank prints the sum over the new world.
- *
- * In place with a CUDA device, the sums run through an NCCL communicator
- * instead, which follows the world too: a rank waiting on a collective
- * looks at the generation key every DEMO_POLL_MS; once a new generation
- * has formed it reads the recovery answer its launcher published
- * (muster_run_answer) and rebuilds the communicator in the same process
- * with muster_nccl_comm_recover (a shrink when ranks were only lost, a
- * fresh init when ranks join).  A process started into such a generation
- * (a replaced rank, an admitted standby) joins it the same way.
- * MUSTER_DEMO_RECOVER=init makes the survivors abort the old communicator
- * and initialise a fresh one instead (muster_nccl_comm_init), to compare.
- * Each all-reduce line ends with the wall clock (ns since the epoch).
+ * the same process.  It is one loop over libmuster's world API
+ * (muster/world.h): ask the world where this process stands
+ * (muster_world_next), build what depends on it, confirm
+ * (muster_world_ready), iterate until a collective fails or the world
+ * changes (muster_world_changed), and ask again.  The ranks of each world
+ * first agree on the iteration to resume at (the highest any reached).
+ * Without a GPU the sums go through the store; with one through an NCCL
+ * communicator, rebuilt in place by muster_nccl_comm_recover (a shrink when
+ * nodes were only lost, a fresh init when some joined), or re-initialised
+ * (MUSTER_DEMO_RECOVER=init, to compare).  On a GPU each all-reduce line
+ * ends with the wall clock (ns since the epoch), and each rebuild line
+ * gives when the change was noticed, answered and built.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -48,6 +41,7 @@
 #include <unistd.h>
 
 #include <muster/muster.h>
+#include <muster/world.h>
 
 #ifdef MUSTER_HAVE_NCCL
 #include <cuda_runtime_api.h>
@@ -55,19 +49,13 @@
 #endif
 
 #define DEMO_DEFAULT_TIMEOUT_MS 60000
-/* In place: how long one wait for the others' values lasts before the generation key is read again. */
+/* In place: how long one wait for the others' values lasts before the world is looked at again. */
 #define DEMO_SLICE_MS 100
-
-/* Keys a worker staying in place reads (proto/keys.h names them): the daemon's latest generation, and
- * the launcher's "rank_start world_size local_world_size node_rank num_nodes" of this node in one. */
-#define DEMO_GENERATION_KEY "muster/rdzv/generation"
-#define DEMO_PLACE_KEY_FMT "muster/run/%llu/place/%s"
 
 /* What a wait in place ended with besides muster's statuses: a new generation formed. */
 #define DEMO_MOVED 1000
-/* In place on a GPU: how often a rank waiting on a collective reads the generation key, and how long
- * it sleeps between looks at the stream. */
-#define DEMO_POLL_MS 10
+/* In place on a GPU: how long a rank waiting on a collective sleeps between looks at the stream and
+ * the world (a look at the world reads pushed events only: no request). */
 #define DEMO_NAP_US 200
 
 /* The job as the launcher described it. */
@@ -233,6 +221,14 @@ static long long demo_now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Wall-clock nanoseconds, comparable across processes (the lines' timestamps). */
+static long long demo_wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 /* Sleep ms milliseconds. */
 static void demo_sleep_ms(unsigned ms)
 {
@@ -240,60 +236,11 @@ static void demo_sleep_ms(unsigned ms)
     nanosleep(&ts, NULL);
 }
 
-/* The latest generation the daemon formed (0 when it cannot be read). */
-static unsigned long long demo_latest(muster_t *m)
+/* Publish mine under demo/<generation>/<tag>/<rank> and wait for every rank's value, looking at the
+ * world between short waits; fills *sum and *max, or returns DEMO_MOVED. */
+static int demo_gather(const struct demo *d, muster_world *w, const char *tag, float mine, float *sum, float *max)
 {
-    void *v = NULL;
-    size_t n = 0;
-    unsigned long long gen = 0;
-    if (muster_get(m, DEMO_GENERATION_KEY, 0, 0, &v, &n) == MUSTER_OK) {
-        gen = (unsigned long long)demo_parse(v, n);
-        muster_free(v);
-    }
-    return gen;
-}
-
-/* Read this node's place in generation gen from the launcher's key, waiting at most DEMO_SLICE_MS. */
-static int demo_place(struct demo *d, muster_t *m, unsigned long long gen)
-{
-    char key[256], text[96];
-    void *v = NULL;
-    size_t n = 0;
-    unsigned long long start, world;
-    snprintf(key, sizeof key, DEMO_PLACE_KEY_FMT, gen, d->node_id);
-    int rc = muster_get(m, key, 1, DEMO_SLICE_MS, &v, &n);
-    if (rc != MUSTER_OK)
-        return rc;
-    snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text ? n : sizeof text - 1), (const char *)v);
-    muster_free(v);
-    if (sscanf(text, "%llu %llu", &start, &world) != 2 || start + (unsigned long long)d->local_rank >= world)
-        return MUSTER_EPROTO;
-    d->rank = (long)(start + (unsigned long long)d->local_rank);
-    d->world = (long)world;
-    d->generation = gen;
-    return MUSTER_OK;
-}
-
-/* A new generation formed: follow it (the latest, should more form meanwhile) to this node's place. */
-static int demo_follow(struct demo *d, muster_t *m)
-{
-    unsigned long long old = d->generation;
-    long old_rank = d->rank;
-    long long end = demo_now_ms() + d->timeout_ms;
-    int rc;
-    do {
-        rc = demo_place(d, m, demo_latest(m));
-    } while (rc == MUSTER_ETIMEDOUT && demo_now_ms() < end);
-    if (rc == MUSTER_OK)
-        printf("[Rank %ld] pid %ld stays in place: generation %llu -> %llu, rank %ld -> %ld of %ld\n", d->rank,
-               (long)getpid(), old, d->generation, old_rank, d->rank, d->world);
-    return rc;
-}
-
-/* Publish mine under demo/<generation>/<tag>/<rank> and wait for every rank's value, looking for a new
- * generation between short waits; fills *sum and *max, or returns DEMO_MOVED. */
-static int demo_gather(const struct demo *d, muster_t *m, const char *tag, float mine, float *sum, float *max)
-{
+    muster_t *m = muster_world_store(w);
     char **keys = calloc((size_t)d->world, sizeof *keys);
     void **vals = calloc((size_t)d->world, sizeof *vals);
     size_t *lens = calloc((size_t)d->world, sizeof *lens);
@@ -310,7 +257,7 @@ static int demo_gather(const struct demo *d, muster_t *m, const char *tag, float
         if (rc != MUSTER_ETIMEDOUT)
             break;
         /* A peer that died never sends its value: a new generation says the world moved on. */
-        if (demo_latest(m) > d->generation)
+        if (muster_world_changed(w))
             rc = DEMO_MOVED;
         else if (demo_now_ms() >= end)
             break;
@@ -329,51 +276,6 @@ static int demo_gather(const struct demo *d, muster_t *m, const char *tag, float
     free(vals);
     free(lens);
     return rc;
-}
-
-/* Run the iterations of one generation from *it on; MUSTER_OK when all are done, DEMO_MOVED, or a
- * failure.  The ranks first agree on the iteration to resume at. */
-static int demo_generation(const struct demo *d, muster_t *m, long *it)
-{
-    float sum, max;
-    int rc = demo_gather(d, m, "start", (float)*it, &sum, &max);
-    if (rc != MUSTER_OK)
-        return rc;
-    for (*it = (long)max; *it < d->iterations; (*it)++) {
-        char tag[24];
-        snprintf(tag, sizeof tag, "%ld", *it);
-        if ((rc = demo_gather(d, m, tag, (float)(d->rank + 1), &sum, &max)) != MUSTER_OK)
-            return rc;
-        printf("[Rank %ld] generation %llu, iteration %ld of %ld: After all_reduce: [%.1f]\n", d->rank,
-               d->generation, *it + 1, d->iterations, sum);
-        if (d->interval_ms && *it + 1 < d->iterations)
-            demo_sleep_ms(d->interval_ms);
-    }
-    printf("[Rank %ld] pid %ld finished %ld iterations in generation %llu: world %ld, sum [%.1f]\n", d->rank,
-           (long)getpid(), d->iterations, d->generation, d->world, sum);
-    return MUSTER_OK;
-}
-
-/* In place: iterate through the store, following the world into each new generation. */
-static int demo_run_in_place(struct demo *d)
-{
-    int rc = MUSTER_OK;
-    long it = 0;
-    muster_t *m = muster_connect(NULL, &rc);
-    if (!m)
-        return demo_fail(d, "cannot reach the store", rc, NULL);
-    printf("[Rank %ld] pid %ld starts in place: generation %llu, rank %ld of %ld\n", d->rank, (long)getpid(),
-           d->generation, d->rank, d->world);
-    while ((rc = demo_generation(d, m, &it)) == DEMO_MOVED)
-        if ((rc = demo_follow(d, m)) != MUSTER_OK)
-            break;
-    if (rc != MUSTER_OK) {
-        int status = demo_fail(d, "all_reduce in place", rc, m);
-        muster_close(m);
-        return status;
-    }
-    muster_close(m);
-    return 0;
 }
 
 #ifdef MUSTER_HAVE_NCCL
@@ -460,6 +362,7 @@ static int demo_run_nccl(const struct demo *d)
     return rc == MUSTER_OK ? 0 : demo_fail_nccl(d, "communicator teardown", rc);
 }
 
+
 /* ------------------------------------------------------ in place on a GPU */
 
 /* A communicator of one generation with the stream and the device buffer its collectives use. */
@@ -469,250 +372,224 @@ struct demo_gpu {
     float *buf;
 };
 
-/* Wall-clock nanoseconds, comparable across processes (the lines' timestamps). */
-static long long demo_wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* Give g a stream and a buffer for its new communicator; MUSTER_OK or MUSTER_ENCCL. */
 static int demo_gpu_open(struct demo_gpu *g)
 {
-    g->stream = NULL;
-    g->buf = NULL;
-    if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess)
+    if (!g->stream && cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess)
         return MUSTER_ENCCL;
-    return cudaMalloc((void **)&g->buf, sizeof *g->buf) == cudaSuccess ? MUSTER_OK : MUSTER_ENCCL;
+    return g->buf || cudaMalloc((void **)&g->buf, sizeof *g->buf) == cudaSuccess ? MUSTER_OK : MUSTER_ENCCL;
 }
 
-/* Let go of g's stream and buffer once its communicator is gone.  A collective of the old world that
- * never finished (the communicator was aborted) may still hold them: those are left behind, since
- * cudaFree would wait for it. */
+/* Let go of g's stream and buffer after its communicator was aborted.  A collective that never finished
+ * may still hold them: those are left behind, since cudaFree would wait for it. */
 static void demo_gpu_close(struct demo_gpu *g)
 {
-    if (g->stream && cudaStreamQuery(g->stream) == cudaSuccess) {
+    if (g->stream && cudaStreamQuery(g->stream) == cudaSuccess)
         cudaFree(g->buf);
-        g->buf = NULL;
-    }
     if (g->stream)
         cudaStreamDestroy(g->stream);
     g->stream = NULL;
+    g->buf = NULL;
 }
 
-/* Wait for the communicator's enqueue and the stream's work, reading the generation key every
- * DEMO_POLL_MS: MUSTER_OK, DEMO_MOVED (a new generation formed), MUSTER_ETIMEDOUT or MUSTER_ENCCL. */
-static int demo_gpu_wait(const struct demo *d, muster_t *m, const struct demo_gpu *g)
+/* Wait for the stream's work: MUSTER_OK, DEMO_MOVED (the collective failed or the world changed: ask the
+ * world), MUSTER_ETIMEDOUT or MUSTER_ENCCL. */
+static int demo_gpu_wait(const struct demo *d, muster_world *w, const struct demo_gpu *g)
 {
-    long long start = demo_now_ms(), looked = start;
     struct timespec nap = {0, DEMO_NAP_US * 1000L};
-    int failed = 0;
-    for (;;) {
+    for (long long end = demo_now_ms() + d->timeout_ms;; nanosleep(&nap, NULL)) {
         ncclResult_t async = ncclSuccess;
-        long long now;
-        if (!failed && ncclCommGetAsyncError(g->comm, &async) == ncclSuccess && async == ncclSuccess) {
-            cudaError_t q = cudaStreamQuery(g->stream);
-            if (q == cudaSuccess)
-                return MUSTER_OK;
-            if (q != cudaErrorNotReady)
-                return MUSTER_ENCCL;
-        } else if (!failed && async != ncclInProgress) {
-            /* A peer died under the collective: the launchers' recovery will form the next world. */
-            failed = 1;
-        }
-        now = demo_now_ms();
-        if (now - looked >= DEMO_POLL_MS) {
-            looked = now;
-            if (demo_latest(m) > d->generation)
-                return DEMO_MOVED;
-        }
-        if (now - start >= d->timeout_ms)
-            return failed ? MUSTER_ENCCL : MUSTER_ETIMEDOUT;
-        nanosleep(&nap, NULL);
+        if (ncclCommGetAsyncError(g->comm, &async) != ncclSuccess || (async != ncclSuccess && async != ncclInProgress))
+            return DEMO_MOVED;   /* a peer died under the collective: the next world is on its way */
+        /* While the non-blocking communicator is still enqueueing, the stream may look idle. */
+        cudaError_t q = async == ncclSuccess ? cudaStreamQuery(g->stream) : cudaErrorNotReady;
+        if (q == cudaSuccess)
+            return MUSTER_OK;
+        if (q != cudaErrorNotReady)
+            return MUSTER_ENCCL;
+        if (muster_world_changed(w))
+            return DEMO_MOVED;
+        if (demo_now_ms() >= end)
+            return MUSTER_ETIMEDOUT;
     }
 }
 
 /* All-reduce mine with op over g's communicator; the result into *out, or DEMO_MOVED, or a failure. */
-static int demo_gpu_reduce(const struct demo *d, muster_t *m, struct demo_gpu *g, float mine, ncclRedOp_t op,
+static int demo_gpu_reduce(const struct demo *d, muster_world *w, struct demo_gpu *g, float mine, int max,
                            float *out)
 {
-    ncclResult_t res;
-    int rc;
     if (cudaMemcpyAsync(g->buf, &mine, sizeof mine, cudaMemcpyHostToDevice, g->stream) != cudaSuccess)
         return MUSTER_ENCCL;
-    res = ncclAllReduce(g->buf, g->buf, 1, ncclFloat, op, g->comm, g->stream);
+    ncclResult_t res = ncclAllReduce(g->buf, g->buf, 1, ncclFloat, max ? ncclMax : ncclSum, g->comm, g->stream);
     if (res != ncclSuccess && res != ncclInProgress)
-        return MUSTER_ENCCL;
-    rc = demo_gpu_wait(d, m, g);
+        return DEMO_MOVED;
+    int rc = demo_gpu_wait(d, w, g);
     if (rc == MUSTER_OK && cudaMemcpy(out, g->buf, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess)
         rc = MUSTER_ENCCL;
     return rc;
 }
 
-/* Run one generation's iterations from *it on through the communicator: agree on the iteration to
- * resume at (the highest any rank reached), then all-reduce; MUSTER_OK, DEMO_MOVED or a failure. */
-static int demo_gpu_generation(const struct demo *d, muster_t *m, struct demo_gpu *g, long *it)
+/* Build g's communicator for the world c describes; the old one (if any) is handed over or aborted. */
+static int demo_gpu_build(const struct demo *d, muster_t *m, struct demo_gpu *g, const muster_world_change *c,
+                          muster_nccl_recovery *info)
 {
-    float sum = 0.0f, max = 0.0f;
-    int rc = demo_gpu_reduce(d, m, g, (float)*it, ncclMax, &max);
-    if (rc != MUSTER_OK)
-        return rc;
-    for (*it = (long)max; *it < d->iterations; (*it)++) {
-        if ((rc = demo_gpu_reduce(d, m, g, (float)(d->rank + 1), ncclSum, &sum)) != MUSTER_OK)
-            return rc;
+    ncclComm_t parent = g->comm, comm = NULL;
+    int rc;
+    memset(info, 0, sizeof *info);
+    info->path = MUSTER_NCCL_PATH_INIT;
+    g->comm = NULL;
+    if (c->previous_generation && !d->recover_init) {
+        rc = muster_nccl_comm_recover(m, c->carried ? parent : NULL, c, NULL, &comm, info, d->timeout_ms);
+        if (parent && !c->carried)
+            ncclCommAbort(parent);
+    } else {
+        if (parent)
+            ncclCommAbort(parent);   /* never finalize a communicator of a broken world */
+        rc = muster_nccl_comm_init(m, c->generation, c->rank, c->world_size, c->local_rank, NULL, &comm,
+                                   d->timeout_ms);
+    }
+    if (parent)
+        demo_gpu_close(g);
+    g->comm = comm;
+    return rc == MUSTER_OK ? demo_gpu_open(g) : rc;
+}
+#endif
+
+/* ---------------------------------------------------------- the loop */
+
+/* A worker in place: its world handle, and on a GPU its communicator. */
+struct demo_place {
+    muster_world *w;
+    int gpu;
+#ifdef MUSTER_HAVE_NCCL
+    struct demo_gpu g;
+#endif
+};
+
+/* All-reduce mine (sum, or max), through the store or the communicator. */
+static int demo_reduce(const struct demo *d, struct demo_place *p, const char *tag, float mine, int max, float *out)
+{
+    float sum = 0.0f, top = 0.0f;
+#ifdef MUSTER_HAVE_NCCL
+    if (p->gpu)
+        return demo_gpu_reduce(d, p->w, &p->g, mine, max, out);
+#endif
+    int rc = demo_gather(d, p->w, tag, mine, &sum, &top);
+    *out = max ? top : sum;
+    return rc;
+}
+
+/* Run one world's iterations from *it on; MUSTER_OK when all are done, DEMO_MOVED, or a failure. */
+static int demo_generation(const struct demo *d, struct demo_place *p, long *it)
+{
+    float sum = 0.0f, start = 0.0f;
+    int rc = demo_reduce(d, p, "start", (float)*it, 1, &start);
+    for (*it = (long)start; rc == MUSTER_OK && *it < d->iterations; (*it)++) {
+        char tag[24];
+        snprintf(tag, sizeof tag, "%ld", *it);
+        if ((rc = demo_reduce(d, p, tag, (float)(d->rank + 1), 0, &sum)) != MUSTER_OK)
+            break;
         printf("[Rank %ld] generation %llu, iteration %ld of %ld: After all_reduce: [%.1f] at %lld\n", d->rank,
                d->generation, *it + 1, d->iterations, sum, demo_wall_ns());
         if (d->interval_ms && *it + 1 < d->iterations)
             demo_sleep_ms(d->interval_ms);
     }
-    printf("[Rank %ld] pid %ld finished %ld iterations in generation %llu: world %ld, sum [%.1f]\n", d->rank,
-           (long)getpid(), d->iterations, d->generation, d->world, sum);
-    return MUSTER_OK;
-}
-
-/* Read the recovery answer of the latest generation for this node, following newer generations while
- * it is not published; *ans is the caller's to free. */
-static int demo_gpu_answer(const struct demo *d, muster_t *m, muster_assignment **ans)
-{
-    long long end = demo_now_ms() + d->timeout_ms;
-    int rc;
-    do {
-        rc = muster_run_answer(m, demo_latest(m), d->node_id, ans, DEMO_SLICE_MS);
-    } while ((rc == MUSTER_ETIMEDOUT || rc == MUSTER_ENOTFOUND) && demo_now_ms() < end);
-    return rc;
-}
-
-/* Build g's communicator for the generation described by ans (NULL: a first generation).  g->comm is
- * the old world's communicator (NULL for a process new to the world) and is released either way. */
-static int demo_gpu_build(struct demo *d, muster_t *m, struct demo_gpu *g, const muster_assignment *ans,
-                          muster_nccl_recovery *info)
-{
-    ncclComm_t comm = NULL;
-    int rc;
-    memset(info, 0, sizeof *info);
-    if (ans && ans->old_node_rank == UINT32_MAX && g->comm) {
-        ncclCommAbort(g->comm);   /* this node re-joined as a newcomer: its communicator is not a parent */
-        g->comm = NULL;
-    }
-    if (ans && !d->recover_init) {
-        rc = muster_nccl_comm_recover(m, g->comm, NULL, ans, (int)d->local_rank, NULL, &comm, info, d->timeout_ms);
-    } else {
-        if (g->comm)
-            ncclCommAbort(g->comm);
-        rc = muster_nccl_comm_init(m, d->generation, (int)d->rank, (int)d->world, (int)d->local_rank, NULL, &comm,
-                                   d->timeout_ms);
-        info->path = MUSTER_NCCL_PATH_INIT;
-    }
-    demo_gpu_close(g);
-    g->comm = comm;
     if (rc == MUSTER_OK)
-        rc = demo_gpu_open(g);
+        printf("[Rank %ld] pid %ld finished %ld iterations in generation %llu: world %ld, sum [%.1f]\n", d->rank,
+               (long)getpid(), d->iterations, d->generation, d->world, sum);
     return rc;
 }
 
-/* The name of a recovery path, for the lines. */
-static const char *demo_path_name(muster_nccl_path p)
+/* Build what depends on the world c describes (on a GPU the communicator) and say where this process
+ * stands; first: this process's first world; noticed: when the change was noticed (wall ns). */
+static int demo_build(struct demo *d, struct demo_place *p, const muster_world_change *c, int first,
+                      long long noticed)
 {
-    return p == MUSTER_NCCL_PATH_SHRINK ? "shrink" : p == MUSTER_NCCL_PATH_GROW ? "grow" : "init";
-}
-
-/* A new generation formed: read this node's place in it and rebuild the communicator in this process. */
-static int demo_gpu_follow(struct demo *d, muster_t *m, struct demo_gpu *g)
-{
-    long long seen = demo_wall_ns(), built;
-    unsigned long long old = d->generation;
-    long old_rank = d->rank;
-    muster_assignment *ans = NULL;
-    muster_nccl_recovery info;
-    int rc = demo_gpu_answer(d, m, &ans);
-    if (rc == MUSTER_OK && ans->previous_generation != old)
-        rc = MUSTER_ECONFLICT;   /* more than one generation formed meanwhile: the communicator is too old */
-    if (rc != MUSTER_OK) {
-        if (g->comm)
-            ncclCommAbort(g->comm);   /* left out, or lost: never finalize a communicator of a broken world */
-        g->comm = NULL;
-        muster_assignment_free(ans);
-        return rc;
-    }
-    d->generation = ans->generation;
-    d->rank = (long)ans->rank_start + d->local_rank;
-    d->world = (long)ans->world_size;
-    /* Nodes only lost: a fresh init then means an old communicator could not be shrunk. */
-    int only_lost = ans->n_excluded > 0 && !d->recover_init;
-    for (size_t i = 0; i < ans->n_members; i++)
-        only_lost &= ans->members[i].old_node_rank != UINT32_MAX;
     long long answered = demo_wall_ns();
-    rc = demo_gpu_build(d, m, g, ans, &info);
-    built = demo_wall_ns();
-    if (rc == MUSTER_OK)
-        printf("[Rank %ld] pid %ld stays in place: generation %llu -> %llu, rank %ld -> %ld of %ld; communicator "
-               "rebuilt by %s%s (%d ranks excluded, %s) in %.1f ms, %.1f ms after the new generation was seen\n",
-               d->rank, (long)getpid(), old, d->generation, old_rank, d->rank, d->world,
-               demo_path_name(info.path),
-               only_lost && info.path == MUSTER_NCCL_PATH_INIT ? " in place of a shrink" : "", info.n_excluded,
-               info.revoked ? "revoked" : "aborted", (double)(built - answered) / 1e6, (double)(built - seen) / 1e6);
-    muster_assignment_free(ans);
+    long old_rank = d->rank;
+    unsigned long long old = d->generation;
+    char how[224] = "";
+    int rc = MUSTER_OK;
+    d->generation = c->generation;
+    d->rank = c->rank;
+    d->world = c->world_size;
+    if (first)
+        printf("[Rank %ld] pid %ld starts in place: generation %llu, rank %ld of %ld (%s)\n", d->rank,
+               (long)getpid(), d->generation, d->rank, d->world, p->gpu ? "NCCL" : "through the store");
+#ifdef MUSTER_HAVE_NCCL
+    muster_nccl_recovery info;
+    if (p->gpu && (rc = demo_gpu_build(d, muster_world_store(p->w), &p->g, c, &info)) == MUSTER_OK)
+        snprintf(how, sizeof how, "; communicator rebuilt by %s%s (%d ranks excluded, %s) in %.1f ms (noticed at "
+                 "%lld, answered at %lld, built at %lld)", info.path == MUSTER_NCCL_PATH_SHRINK ? "shrink" : info.path == MUSTER_NCCL_PATH_GROW ? "grow" : "init",
+                 c->plan == MUSTER_WORLD_SHRINK && info.path == MUSTER_NCCL_PATH_INIT ? " in place of a shrink" : "",
+                 info.n_excluded, info.revoked ? "revoked" : "aborted", (double)(demo_wall_ns() - answered) / 1e6,
+                 noticed, answered, demo_wall_ns());
+#endif
+    if (rc == MUSTER_OK && !first)
+        printf("[Rank %ld] pid %ld stays in place: generation %llu -> %llu (%llu skipped), rank %ld -> %ld of %ld%s\n",
+               d->rank, (long)getpid(), old, d->generation, (unsigned long long)c->skipped, old_rank, d->rank, d->world,
+               how);
+    else if (rc == MUSTER_OK && c->previous_generation)
+        printf("[Rank %ld] pid %ld joined generation %llu as rank %ld of %ld%s\n", d->rank, (long)getpid(),
+               d->generation, d->rank, d->world, how);
     return rc;
 }
 
-/* In place on a GPU: iterate through an NCCL communicator and rebuild it in each new generation. */
-static int demo_run_nccl_in_place(struct demo *d)
+/* In place: one loop over the world API, through the store or an NCCL communicator. */
+static int demo_run_in_place(struct demo *d, int gpu)
 {
-    struct demo_gpu g = {0};
-    muster_assignment *ans = NULL;
-    muster_nccl_recovery info;
+    struct demo_place p = {.gpu = gpu};
+    const muster_world_change *c = NULL;
     long it = 0;
     int rc = MUSTER_OK;
-    muster_t *m = muster_connect(NULL, &rc);
-    if (!m)
-        return demo_fail(d, "cannot reach the store", rc, NULL);
-    int version = 0;
-    ncclGetVersion(&version);
-    printf("[Rank %ld] pid %ld starts in place on a GPU: generation %llu, rank %ld of %ld (NCCL %d)\n", d->rank,
-           (long)getpid(), d->generation, d->rank, d->world, version);
-    /* Started into a generation a recovery formed (a replaced rank, an admitted standby): join its
-     * communicator as a newcomer.  The launcher publishes the answer before it starts workers. */
-    rc = muster_run_answer(m, d->generation, d->node_id, &ans, 0);
-    if (rc == MUSTER_OK || rc == MUSTER_ENOTFOUND) {
-        rc = demo_gpu_build(d, m, &g, rc == MUSTER_OK ? ans : NULL, &info);
-        if (rc == MUSTER_OK && ans)
-            printf("[Rank %ld] pid %ld joined generation %llu as rank %ld of %ld (%s)\n", d->rank, (long)getpid(),
-                   d->generation, d->rank, d->world, demo_path_name(info.path));
+    if (!(p.w = muster_world_open(NULL, NULL, &rc)))
+        return demo_fail(d, "cannot open the world", rc, NULL);
+    long long noticed = demo_wall_ns();
+    rc = muster_world_next(p.w, d->timeout_ms, &c);
+    for (int first = 1; rc == MUSTER_OK; first = 0) {
+        rc = demo_build(d, &p, c, first, noticed);
+        if (rc == MUSTER_OK) {
+            muster_world_ready(p.w);
+            if ((rc = demo_generation(d, &p, &it)) != DEMO_MOVED)
+                break;
+        } else if (!muster_world_changed(p.w)) {
+            break;   /* a rebuild that failed while the world stands still is a real failure */
+        }
+        noticed = demo_wall_ns();
+        rc = muster_world_next(p.w, d->timeout_ms, &c);
     }
-    muster_assignment_free(ans);
-    while (rc == MUSTER_OK && (rc = demo_gpu_generation(d, m, &g, &it)) == DEMO_MOVED)
-        rc = demo_gpu_follow(d, m, &g);
     if (rc != MUSTER_OK) {
-        int status = rc == MUSTER_ENCCL ? demo_fail_nccl(d, "all_reduce in place", rc)
-                                        : demo_fail(d, "all_reduce in place", rc, m);
-        if (g.comm)
-            ncclCommAbort(g.comm);
-        demo_gpu_close(&g);
-        muster_close(m);
-        return status;
+        const char *why = *muster_world_error(p.w) ? muster_world_error(p.w) : muster_last_error(muster_world_store(p.w));
+        fprintf(stderr, "hello_allreduce: [Rank %ld] all_reduce in place: %s%s%s\n", d->rank, muster_strerror(rc),
+                *why ? ": " : "", why);
     }
-    rc = muster_nccl_comm_destroy(g.comm, d->timeout_ms);
-    g.comm = NULL;
-    demo_gpu_close(&g);
-    muster_close(m);
-    return rc == MUSTER_OK ? 0 : demo_fail_nccl(d, "communicator teardown", rc);
-}
+#ifdef MUSTER_HAVE_NCCL
+    if (p.g.comm && rc == MUSTER_OK && muster_nccl_comm_destroy(p.g.comm, d->timeout_ms) != MUSTER_OK)
+        rc = demo_fail_nccl(d, "communicator teardown", MUSTER_ENCCL);
+    else if (p.g.comm && rc != MUSTER_OK)
+        ncclCommAbort(p.g.comm);
+    p.g.comm = NULL;
+    demo_gpu_close(&p.g);
 #endif
+    muster_world_close(p.w);
+    return rc == MUSTER_OK ? 0 : 1;
+}
 
 int main(void)
 {
     struct demo d;
+    int gpu = 0;
     /* One line at a time, so the lines of several ranks sharing a terminal
      * or a pipe do not interleave mid-line. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (demo_read_env(&d) != 0)
         return 2;
 #ifdef MUSTER_HAVE_NCCL
-    if (demo_have_gpu())
-        return d.in_place ? demo_run_nccl_in_place(&d) : demo_run_nccl(&d);
+    gpu = demo_have_gpu();
+    if (gpu && !d.in_place)
+        return demo_run_nccl(&d);
 #endif
     if (d.in_place)
-        return demo_run_in_place(&d);
+        return demo_run_in_place(&d, gpu);
     return demo_run_store(&d);
 }

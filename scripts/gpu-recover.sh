@@ -48,7 +48,7 @@ MUSTER=$BUILD/client/cli/muster
 MUSTERD=$BUILD/store-server/musterd
 HELLO=$BUILD/examples/hello_allreduce
 # The demo's loop: iterations, pause between them, and the bound of every wait.
-export MUSTER_DEMO_ITERATIONS=${ITERATIONS:-150} MUSTER_DEMO_INTERVAL_MS=${INTERVAL_MS:-10}
+export MUSTER_DEMO_INPLACE=1 MUSTER_DEMO_ITERATIONS=${ITERATIONS:-150} MUSTER_DEMO_INTERVAL_MS=${INTERVAL_MS:-10}
 export MUSTER_DEMO_TIMEOUT_MS=20000
 VERDICTS=()
 DPID=
@@ -104,14 +104,24 @@ launch() {
     LPIDS[i]=$!
 }
 
-# Wait (at most S seconds) until node I of TAG printed iteration IT; 0 when it did.
+# Wait (at most S seconds) until node I of TAG printed iteration IT; 0 when it did, 1 at once when
+# its launcher has exited (nothing will start).
 reached() {
     local tag=$1 i=$2 it=$3 s=$4 k
     for ((k = 0; k < s * 20; k++)); do
         grep -q "iteration $it of" "$TMP/$tag.n$i.out" 2>/dev/null && return 0
+        kill -0 "${LPIDS[i]}" 2>/dev/null || return 1
         sleep 0.05
     done
     return 1
+}
+
+# Wait until nodes FROM..TO-1 of TAG all printed iteration IT, S seconds for all of them together.
+all_reached() {
+    local tag=$1 from=$2 to=$3 it=$4 s=$5 i end=$((SECONDS + $5))
+    for ((i = from; i < to; i++)); do
+        reached "$tag" "$i" "$it" "$((end - SECONDS > 0 ? end - SECONDS : 0))" || return 1
+    done
 }
 
 # Wait (at most S seconds) for the launchers of TAG listed after S to exit; kill what is left.
@@ -141,7 +151,7 @@ daemon_stop() {
 }
 
 # The generation a node's worker started in (its first line), or empty.
-first_gen() { sed -n 's/.* starts in place on a GPU: generation \([0-9]*\),.*/\1/p' "$TMP/$1.n$2.out" | head -n 1; }
+first_gen() { sed -n 's/.* starts in place: generation \([0-9]*\),.*/\1/p' "$TMP/$1.n$2.out" | head -n 1; }
 
 # Check the survivors SURV (node numbers) of TAG after a loss: same pid from start to end, the
 # communicator rebuilt by PATH, and every all-reduce of the new generation summing to W(W+1)/2.
@@ -157,7 +167,7 @@ survivors_ok() {
             say "$tag n$i: pid at start '$pid0', at the end with world $w and sum $want: '$pid1'"
             bad=1
         fi
-        if ! grep -q "rebuilt by $path" "$out"; then
+        if ! grep -Eq "rebuilt by ($path) \(" "$out"; then
             say "$tag n$i: no 'rebuilt by $path' line"
             bad=1
         fi
@@ -175,6 +185,14 @@ survivors_ok() {
         bad=1
     fi
     return $bad
+}
+
+# How the survivors listed after TAG rebuilt their communicator: "N shrink; M init in place of a shrink".
+paths() {
+    local tag=$1 i
+    shift
+    for i in "$@"; do grep -ho "rebuilt by [a-z ]*" "$TMP/$tag.n$i.out" | head -n 1; done | sort | uniq -c |
+        sed 's/^ *//; s/rebuilt by //' | paste -sd';' | sed 's/;/; /g'
 }
 
 # Print the logs of case TAG's nodes (the log keeps everything).
@@ -204,6 +222,19 @@ timing() {
     awk -v us="$worst" -v rb="$rebuild" 'BEGIN {printf "%.1f %.1f\n", us / 1000, rb}'
 }
 
+# The split of TAG's recovery on the slowest of the nodes listed, in ms from the kill: when the worker
+# noticed (its collective failed or the world changed), when its answer was in hand (muster's share
+# ends), when its communicator was rebuilt.
+split() {
+    local tag=$1 i
+    shift
+    for i in "$@"; do
+        sed -n 's/.*(noticed at \([0-9]*\), answered at \([0-9]*\), built at \([0-9]*\)).*/\1 \2 \3/p' \
+            "$TMP/$tag.n$i.out" | head -n 1
+    done | awk -v k="$T_KILL" '{for (j = 1; j <= 3; j++) if ($j - k > m[j]) m[j] = $j - k}
+        END {printf "%.1f %.1f %.1f\n", m[1] / 1e6, m[2] / 1e6, m[3] / 1e6}'
+}
+
 # One loss: N nodes, kill the launchers of VICTIMS (space-separated) once all reached iteration 5.
 # MODE in-place|restart; RECOVER (MUSTER_DEMO_RECOVER) for the workers.  Sets SURV, T_KILL.
 loss_case() {
@@ -211,7 +242,7 @@ loss_case() {
     SURV=()
     daemon_start "$tag"
     for ((i = 0; i < n; i++)); do launch "$tag" "$i" "$nn" "$mode"; done
-    for ((i = 0; i < n; i++)); do reached "$tag" "$i" 5 90 || ok=0; done
+    all_reached "$tag" 0 "$n" 5 40 || ok=0
     if [ $ok = 0 ]; then
         say "$tag: not every node reached iteration 5"
         return 1
@@ -238,8 +269,10 @@ check_shrink() {
     finish "$tag" 45 $(seq 0 $((n - 1)))
     show "$tag"
     t=$(timing "$tag" "${SURV[@]}")
-    if survivors_ok "$tag" shrink "$w" "${SURV[@]}"; then
-        pass "$name" "$n -> $w ranks, same processes, ncclCommShrink, every sum [$((w * (w + 1) / 2)).0]; kill to next all-reduce on every survivor ${t% *} ms (rebuild ${t#* } ms)"
+    # A parent whose proxy saw the dead peer holds an error, which ncclCommShrink refuses (2.28): the
+    # survivors' vote then makes every survivor re-initialise, in the same processes.
+    if survivors_ok "$tag" "shrink|init in place of a shrink" "$w" "${SURV[@]}"; then
+        pass "$name" "$n -> $w ranks, same processes, $(paths "$tag" "${SURV[@]}"), every sum [$((w * (w + 1) / 2)).0]; kill to next all-reduce on every survivor ${t% *} ms (rebuild ${t#* } ms)"
     else
         fail "$name" "$n -> $w ranks: see the log"
     fi
@@ -252,7 +285,7 @@ check_standby() {
     say "standby: 4 nodes and a --standby node; SIGKILL of node 1 mid-loop"
     daemon_start "$tag"
     for i in 0 1 2 3; do launch "$tag" "$i" 3:4 in-place; done
-    for i in 0 1 2 3; do reached "$tag" "$i" 5 90 || ok=0; done
+    all_reached "$tag" 0 4 5 40 || ok=0
     launch "$tag" 4 3:4 in-place --standby
     sleep 1
     [ -s "$TMP/$tag.n4.out" ] && { say "standby started a worker before a loss"; ok=0; }
@@ -261,7 +294,7 @@ check_standby() {
     finish "$tag" 45 0 1 2 3 4
     show "$tag"
     line=$(grep "joined generation" "$TMP/$tag.n4.out")
-    if [ $ok = 1 ] && survivors_ok "$tag" init 4 0 2 3 && [[ "$line" == *"rank 3 of 4 (init)"* ]] &&
+    if [ $ok = 1 ] && survivors_ok "$tag" init 4 0 2 3 && [[ "$line" == *"rank 3 of 4; communicator rebuilt by init"* ]] &&
         grep -q "world 4, sum \[10.0\]" "$TMP/$tag.n4.out"; then
         pass "standby admitted" "4 -> 3 + standby = 4 ranks, survivors in the same processes, fresh init (no ncclCommGrow in 2.28), every sum [10.0]; kill to next all-reduce on every rank $(timing "$tag" 0 2 3 4 | cut -d' ' -f1) ms"
     else
@@ -276,7 +309,7 @@ check_replace() {
     say "replace: 4 nodes; SIGKILL of node 1's worker only"
     daemon_start "$tag"
     for i in 0 1 2 3; do launch "$tag" "$i" 2:4 in-place; done
-    for i in 0 1 2 3; do reached "$tag" "$i" 5 90 || ok=0; done
+    all_reached "$tag" 0 4 5 40 || ok=0
     victim=$(sed -n 's/.*pid \([0-9]*\) starts in place.*/\1/p' "$TMP/$tag.n1.out" | head -n 1)
     T_KILL=$(now_ns)
     [ -n "$victim" ] && kill -9 "$victim"
@@ -310,9 +343,10 @@ bench_run() {
     if t=$(timing "$tag" "${SURV[@]}"); then
         # The path the survivors' communicator took (restart: a new process's first init).
         path=$(grep -ho "rebuilt by [a-z ]*" "$TMP/$tag".n*.out | sort | uniq -c | tr -s ' ' | paste -sd';')
-        say "$tag: kill to next all-reduce on every survivor ${t% *} ms, rebuild ${t#* } ms ($path)"
-        printf '{"mode":"%s","ranks":%d,"rep":%d,"ms":%s,"rebuild_ms":%s,"path":"%s"}\n' "$mode" "$n" "$rep" \
-            "${t% *}" "${t#* }" "${path:-new processes}" >>"$OUT/recover_runs.jsonl"
+        read -r noticed answered built < <(split "$tag" "${SURV[@]}")
+        say "$tag: kill to next all-reduce on every survivor ${t% *} ms, rebuild ${t#* } ms ($path); noticed $noticed, answer held $answered, built $built ms after the kill"
+        printf '{"mode":"%s","ranks":%d,"rep":%d,"ms":%s,"rebuild_ms":%s,"noticed_ms":%s,"answer_ms":%s,"built_ms":%s,"path":"%s"}\n' \
+            "$mode" "$n" "$rep" "${t% *}" "${t#* }" "$noticed" "$answered" "$built" "${path:-new processes}" >>"$OUT/recover_runs.jsonl"
     else
         say "$tag: no all-reduce after the kill"
         show "$tag"
@@ -354,16 +388,18 @@ for n in sizes:
     ratio = lambda a, b: f"{a / b:.2f}x" if a is not None and b else "-"
     print(f"| {n} | {ratio(s, i)} | {ratio(s, r)} | {len(by.get((n,'shrink'),[]))}, {len(by.get((n,'init'),[]))}, {len(by.get((n,'restart'),[]))} |")
 print()
-print("| ranks | mode | median ms | min-max ms | communicator rebuild, median ms | runs (ms) | survivors' path |")
-print("|---|---|---|---|---|---|---|")
+print("| ranks | mode | median ms | min-max ms | communicator rebuild, median ms | noticed / answer held / built, median ms after the kill | runs (ms) | survivors' path |")
+print("|---|---|---|---|---|---|---|---|")
 for n in sizes:
     for m in ("shrink", "init", "restart"):
         v = [r["ms"] for r in by.get((n, m), [])]
         if not v:
             continue
         rb = med((n, m), "rebuild_ms")
+        sp = " / ".join(f"{med((n, m), f):.0f}" if all(f in r for r in by[(n, m)]) else "-"
+                        for f in ("noticed_ms", "answer_ms", "built_ms"))
         print(f"| {n} | {m} | {statistics.median(v):.0f} | {min(v):.0f}-{max(v):.0f} | "
-              f"{rb:.0f} | {', '.join(f'{x:.0f}' for x in v)} | "
+              f"{rb:.0f} | {sp} | {', '.join(f'{x:.0f}' for x in v)} | "
               f"{'; '.join(sorted({r.get('path', '') for r in by[(n, m)]}))} |")
 EOF
 }
@@ -415,6 +451,8 @@ main() {
     fi
     write_results
     cat "$OUT/results.md"
+    # Every node's output and error stream (NCCL_DEBUG=WARN lines included) and each musterd's log.
+    mkdir -p "$OUT/logs" && cp "$TMP"/*.out "$TMP"/*.err "$TMP"/*.log "$OUT/logs/" 2>/dev/null
     rm -rf "$TMP"
     ! printf '%s\n' "${VERDICTS[@]}" | grep -q '^| FAIL'
 }
