@@ -221,6 +221,10 @@ static void wsm_decide(struct wsm *s, uint64_t gen)
 void wsm_answer(struct wsm *s, uint64_t now, uint64_t gen, const char *text, size_t len)
 {
     const char *why = NULL;
+    if (s->act == WSM_WAIT && gen > s->answered && text) {
+        s->act = WSM_READ;   /* an answer that came before its generation key: it is the generation */
+        s->reading = gen;
+    }
     if (s->act != WSM_READ || gen != s->reading)
         return;   /* an answer nobody asked for (a stale read) */
     if (gen > s->latest)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reserved key names are spelled only in proto/keys.h: no string literal in
-# the daemon, the libraries, the CLI or the Python package may hold one of
+# the daemon, the libraries, the CLI, the Python package or the examples may hold one of
 # their fragments (comments and docs may name them).
 # Usage: check_keys.sh SOURCE_ROOT
 set -euo pipefail
@@ -12,9 +12,9 @@ frag='muster/(rdzv|run|torchrun)|nccl/|/id/|torch/|torch\.rendezvous|/broken|/do
 # A string literal (double or single quoted) holding a fragment.
 literal="\"[^\"]*($frag)[^\"]*\"|'[^']*($frag)[^']*'"
 
-files=$(git ls-files -- store-server client proto 2>/dev/null || true)
+files=$(git ls-files -- store-server client proto examples 2>/dev/null || true)
 if [ -z "$files" ]; then
-    files=$(find store-server client proto -type f)
+    files=$(find store-server client proto examples -type f)
 fi
 files=$(printf '%s\n' "$files" | grep -E '\.(c|h|py)$' | grep -v '^proto/keys\.h$' | grep -v '/tests/' || true)
 

@@ -112,34 +112,50 @@ static int t_begin(struct h_daemon *d, const char *tag, char *url, size_t n)
     return 0;
 }
 
-/* Four nodes; one launcher is SIGKILLed (its worker dies with it): the three survivors recover into
- * the next generation with the same worker processes and finish with the sum over three ranks. */
-static void t_launcher_killed(void *arg)
+/* Four nodes; the launchers of the first `lost` nodes after node 0 are SIGKILLed at once (their workers
+ * die with them): the survivors recover into the next generation with the same worker processes and
+ * finish with the sum over the ranks left.  Each worker learns its place from musterd's answer. */
+static void t_launchers_killed(const char *tag, int lost, const char *nn)
 {
-    (void)arg;
     int before = h_failures();
     struct h_daemon d;
     struct hr_launcher l[T_NODES];
     char url[128];
-    if (t_begin(&d, "lk", url, sizeof url) < 0)
+    if (t_begin(&d, tag, url, sizeof url) < 0)
         return;
     for (int i = 0; i < T_NODES; i++)
-        t_launch(&l[i], "lk", i, url, "3:4", NULL);
+        t_launch(&l[i], tag, i, url, nn, NULL);
     for (int i = 0; i < T_NODES; i++)
         CHECK(t_reached(&l[i], 5, 20000));
-    kill(l[1].pid, SIGKILL);
-    CHECK_EQ(hr_finish(&l[1], 5000), 128 + SIGKILL);
+    for (int i = 1; i <= lost; i++)
+        kill(l[i].pid, SIGKILL);
+    for (int i = 1; i <= lost; i++)
+        CHECK_EQ(hr_finish(&l[i], 5000), 128 + SIGKILL);
     int64_t t0 = h_now_ms();
-    for (int i = 0; i < T_NODES; i++) {
-        if (i == 1)
-            continue;
-        CHECK_EQ(hr_finish(&l[i], 30000), 0);
-        t_finished(&l[i], 3, 1, before);
-        hr_show(&l[i], before);
+    for (int i = lost + 1; i <= T_NODES; i++) {
+        struct hr_launcher *s = &l[i % T_NODES];
+        CHECK_EQ(hr_finish(s, 30000), 0);
+        t_finished(s, T_NODES - lost, 1, before);
+        hr_show(s, before);
     }
     CHECK(h_now_ms() - t0 < 20000);
-    CHECK_EQ(h_stat(&d, "rdzv_recoveries"), 1);
+    CHECK(h_stat(&d, "rdzv_recoveries") >= 1);
     CHECK_EQ(h_stop(&d), 0);
+}
+
+/* One launcher killed, twice over (a fresh job each time). */
+static void t_launcher_killed(void *arg)
+{
+    (void)arg;
+    t_launchers_killed("lk", 1, "3:4");
+    t_launchers_killed("lk2", 1, "3:4");
+}
+
+/* Two launchers killed at once: one recovery excludes both, or a second one follows. */
+static void t_two_killed(void *arg)
+{
+    (void)arg;
+    t_launchers_killed("two", 2, "2:4");
 }
 
 /* Three nodes; one worker is SIGKILLed: its launcher joins again and replaces only it, the others
@@ -267,6 +283,7 @@ int main(void)
         h_skip("MUSTER_TEST_CLI or MUSTER_TEST_DEMO is not set");
     H_RUN(t_usage, NULL);
     H_RUN(t_launcher_killed, NULL);
+    H_RUN(t_two_killed, NULL);
     H_RUN(t_worker_killed, NULL);
     H_RUN(t_standby_admitted, NULL);
     H_RUN(t_beyond_max, NULL);
