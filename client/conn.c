@@ -110,6 +110,7 @@ static int conn_hello(muster_t *m, uint64_t deadline)
     hello.namespace_ = m->url.ns;
     hello.token = m->url.token;
     hello.client_name = m->client_name;
+    hello.credential = m->credential;
     Muster__ClientFrame f = MUSTER__CLIENT_FRAME__INIT;
     f.frame_case = MUSTER__CLIENT_FRAME__FRAME_HELLO;
     f.hello = &hello;
@@ -263,6 +264,9 @@ static void conn_configure(muster_t *m, const muster_opts *o)
                                                     : CALL_DEFAULT_TIMEOUT_MS;
     const char *name = o->client_name ? o->client_name : m->url.name[0] ? m->url.name : "libmuster";
     snprintf(m->client_name, sizeof m->client_name, "%s", name);
+    /* A worker of `muster run` writes its generation's keys with its node's credential (docs/launcher.md). */
+    const char *cred = getenv("MUSTER_CREDENTIAL");
+    snprintf(m->credential, sizeof m->credential, "%s", cred ? cred : "");
     m->log_fn = o->log_fn;
     m->log_arg = o->log_arg;
     /* Seeded per handle so processes started together still jitter apart. */

@@ -49,8 +49,8 @@ int error_break(muster_t *m, int code, const char *fmt, ...)
 /* Map a wire status to a muster_err (unknown statuses become MUSTER_EPROTO). */
 int error_from_status(int status)
 {
-    /* Wire statuses are exactly the public codes 0..15 (see the proto). */
-    if (status >= MUSTER_OK && status <= MUSTER_EEXCLUDED)
+    /* Wire statuses are exactly the public codes 0..16 (see the proto). */
+    if (status >= MUSTER_OK && status <= MUSTER_EFORBIDDEN)
         return status;
     return MUSTER_EPROTO;
 }

@@ -113,6 +113,7 @@ struct muster {
     muster_url url;
     uint32_t default_timeout_ms;
     char client_name[128];
+    char credential[40];          /* $MUSTER_CREDENTIAL at connect: a member's, handed to its workers */
     muster_log_fn log_fn;
     void *log_arg;
     uint64_t rng;                  /* backoff jitter state (per handle: no globals) */

@@ -87,15 +87,20 @@ static int nccl_block_of(int world, int nroots, int rank)
     return extra + (rank - big) / per;
 }
 
-/* Create root k's id and publish it unless the key already holds one; the
- * store's value wins either way, so a repeated call is harmless. */
+/* Create root k's id and publish it where no key is yet.  A key that already holds an id is not this
+ * root's: someone wrote it first (a forged id would make every rank bootstrap to an address the writer
+ * chose), so it is refused rather than adopted. */
 static int nccl_publish(muster_t *m, const char *key, uint64_t deadline)
 {
     ncclUniqueId id;
     int swapped = 0;
     if (ncclGetUniqueId(&id) != ncclSuccess)
         return MUSTER_ENCCL;
-    return muster_compare_set(m, key, "", 0, &id, sizeof id, &swapped, NULL, NULL, nccl_left_ms(deadline));
+    int rc = muster_compare_set(m, key, "", 0, &id, sizeof id, &swapped, NULL, NULL, nccl_left_ms(deadline));
+    if (rc == MUSTER_OK && !swapped)
+        return muster_set_error(m, MUSTER_EFORBIDDEN, "'%s' held an id before its root published one: refusing "
+                                "an id this root did not write", key);
+    return rc;
 }
 
 /* Tell whether the watched generation has ended: its broken key exists, a

@@ -216,6 +216,8 @@ static int nccl_recover_note(muster_t *m, const char *key, struct nccl_recover_n
         int rc = muster_compare_set(m, key, "", 0, mine, sizeof *mine, &swapped, NULL, NULL, nccl_left_ms(deadline));
         if (rc != MUSTER_OK)
             return rc;
+        if (!swapped)   /* the announcement is the new rank 0's alone: one found there is not its own */
+            return muster_set_error(m, MUSTER_EFORBIDDEN, "'%s' held an announcement rank 0 did not write", key);
     }
     return nccl_recover_read(m, key, got, deadline, w);
 }
@@ -334,12 +336,14 @@ static void nccl_recover_input(struct nccl_plan_in *in, const struct nccl_recove
 /* Words for a failed step of the recovery, with NCCL's own detail when NCCL failed. */
 static int nccl_recover_fail(muster_t *m, int rc, const char *step, const struct nccl_plan *plan, uint64_t gen)
 {
-    const char *nccl = rc == MUSTER_ENCCL ? ncclGetLastError(NULL) : NULL;
+    char detail[256];
     if (rc == MUSTER_OK)
         return rc;
+    /* NCCL's own words, else what the failed store call said. */
+    snprintf(detail, sizeof detail, "%s", rc == MUSTER_ENCCL ? ncclGetLastError(NULL) : muster_last_error(m));
     return muster_set_error(m, rc, "generation %llu, rank %d of %d (%s): %s: %s%s%s", (unsigned long long)gen,
                             plan->rank, plan->world, nccl_plan_path_name(plan->path), step, muster_strerror(rc),
-                            nccl && *nccl ? ": " : "", nccl ? nccl : "");
+                            *detail ? ": " : "", detail);
 }
 
 /* Carry the plan out: the vote, then the path. */

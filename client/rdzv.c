@@ -53,6 +53,7 @@ static int rdzv_convert(muster_t *m, const Muster__Assignment *wa, muster_assign
     }
     a->previous_generation = wa->previous_generation;
     a->old_node_rank = wa->old_node_rank;
+    snprintf(a->credential, sizeof a->credential, "%s", wa->credential ? wa->credential : "");
     if (!bad && wa->n_excluded > 0 && !(a->excluded = calloc(wa->n_excluded, sizeof *a->excluded)))
         bad = 1;
     a->n_excluded = a->excluded ? wa->n_excluded : 0;

@@ -63,6 +63,8 @@
 #define KEYS_NCCL_UNHEALTHY_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s/unhealthy"
 /* The survivors' barrier of that vote (a barrier name, not a key): generation, comm. */
 #define KEYS_NCCL_VOTE_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s/vote"
+/* What every key of a `muster run` generation begins with, before the generation. */
+#define KEYS_RUN_PREFIX "muster/run/"
 /* Counted up by each node of a `muster run` generation whose workers all succeeded. */
 #define KEYS_RUN_DONE_FMT "muster/run/%" PRIu64 "/done"
 /* Set (to the generation, in decimal) by each node of a `muster run` job whose

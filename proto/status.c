@@ -21,6 +21,7 @@ static const struct status_row status_rows[] = {
     {MUSTER_EINTERNAL, "INTERNAL", "internal server error", 0},
     {MUSTER_ENOTLEADER, "NOT_LEADER", "this server is a standby; the leader serves requests", 1},
     {MUSTER_EEXCLUDED, "EXCLUDED", "this node was excluded from its generation; join again as a newcomer", 0},
+    {MUSTER_EFORBIDDEN, "FORBIDDEN", "this key belongs to the job's world: only musterd, or the generation's members and their workers, may write it", 0},
     {MUSTER_EINVAL, "CLIENT_EINVAL", "invalid argument", 0},
     {MUSTER_ECONN, "CLIENT_ECONN", "cannot connect to the store, or the connection was lost", 1},
     {MUSTER_EPROTO, "CLIENT_EPROTO", "the server sent a reply the client cannot parse", 0},

@@ -220,6 +220,7 @@ static void run_proc_env_build(struct run_proc_env *e, const struct run_env *env
     run_proc_env_put_u(e, "MUSTER_RESTART_COUNT", (unsigned)env->restart_count);
     run_proc_env_put_u(e, "MUSTER_MAX_RESTARTS", (unsigned)env->max_restarts);
     run_proc_env_put(e, "MUSTER_NODE_ID", a->node_id, 1);
+    run_proc_env_put(e, "MUSTER_CREDENTIAL", a->credential, 1);
     run_proc_env_put(e, "MUSTER_URL", env->url, 1);
     run_proc_env_put(e, "MASTER_ADDR", env->master_addr, 1);
     run_proc_env_put_u(e, "MASTER_PORT", env->master_port);

@@ -116,6 +116,7 @@ typedef enum muster_err {
     MUSTER_EINTERNAL = 13,    /* server-side bug */
     MUSTER_ENOTLEADER = 14,   /* a standby answered; retry at the leader it names; retryable */
     MUSTER_EEXCLUDED = 15,    /* this node was excluded from the generation it names; join as a newcomer */
+    MUSTER_EFORBIDDEN = 16,   /* a write to a key of the job's world that this connection may not make */
     MUSTER_EINVAL = 100,      /* bad argument to a library call (client side) */
     MUSTER_ECONN = 101,       /* cannot connect, or the connection was lost; retryable */
     MUSTER_EPROTO = 102,      /* the server sent something this library cannot parse */

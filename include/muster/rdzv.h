@@ -83,6 +83,10 @@ typedef struct muster_assignment {
     uint32_t old_node_rank;     /* recovery: this node's rank in it; UINT32_MAX otherwise */
     size_t n_excluded;          /* recovery: members of previous_generation left out */
     muster_excluded *excluded;  /* NULL when none */
+    char credential[40];        /* this node's credential: a connection that presents it (libmuster sends
+                                   $MUSTER_CREDENTIAL in its hello; `muster run` sets it for its workers)
+                                   may write the keys of the generations this node is a live member of,
+                                   nccl/<g>/ and muster/run/<g>/, which others may not ("" when none) */
 } muster_assignment;
 
 typedef struct muster_rdzv_opts {

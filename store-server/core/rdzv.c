@@ -251,6 +251,7 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *nodes, uint64_t pre
         n->old_rank = prev && n->generation == prev && !n->lost ? n->node_rank : RDZV_NO_RANK;
         n->generation = rz->generation;
         n->lost = 0;
+        rdzv_keys_credential(n);
         n->node_rank = (uint32_t)i;
         n->rank_start = (uint32_t)world;
         world += n->lws;
@@ -313,6 +314,7 @@ static void rdzv_answer(struct rdzv *rz, uint32_t world, uint64_t prev)
             .old_node_rank = m->old_rank,
             .n_excluded = nx,
             .excluded = xv,
+            .credential = m->cred,
         };
         rdzv_reply(m, m->join_id, CORE_OK, NULL, &a);
     }
@@ -492,6 +494,7 @@ static void rdzv_node_free(struct rdzv_node *n)
     if (n->generation == rz->generation)
         rdzv_set_del(&rz->members, n);
     DL_DELETE(rz->nodes, n);
+    rdzv_keys_forget(n);
     rdzv_core(rz)->hooks.timer_free(n->join_timer);
     rdzv_core(rz)->hooks.timer_free(n->hb_timer);
     *n->owner.slot = NULL;

@@ -132,6 +132,7 @@ struct rdzv_assignment {
     uint32_t old_node_rank;       /* recovery: this node's rank in it; UINT32_MAX otherwise */
     size_t n_excluded;            /* recovery: its members left out */
     const struct rdzv_excluded *excluded;
+    const char *credential;       /* the node's credential, for the workers its launcher starts */
 };
 
 /* What a join asks for (the wire's RdzvJoinReq; rdzv_join clamps timeout_ms with core_timeout). */
@@ -177,6 +178,13 @@ int rdzv_join(struct ns *ns, const struct rdzv_owner *owner, const struct rdzv_j
  * lost, as if its connection closed.  OK (*gen: the generation), or NOT_MEMBER / NOT_FOUND with msg
  * filled (counted). */
 int rdzv_report(struct rdzv_node *n, const char *node_id, const char *cause, uint64_t *gen, char *msg, size_t len);
+/* Whether a client may write key (klen bytes) in ns: CORE_OK, or CORE_FORBIDDEN with msg filled.  Keys
+ * under muster/rdzv/ are musterd's alone; in a namespace that has formed a generation, nccl/<g>/ and
+ * muster/run/<g>/ keys are written only by live members of generation g (own: the connection's node, may
+ * be NULL) and by connections presenting such a member's credential (cred, "" or NULL for none). */
+int rdzv_keys_may_write(const struct ns *ns, const struct rdzv_node *own, const char *cred, const char *key,
+                        size_t klen, char *msg, size_t len);
+
 /* End node n's membership (a parked join is answered NOT_MEMBER first); n is freed. */
 void rdzv_leave(struct rdzv_node *n, int finished);
 /* Keep n's membership of generation gen alive; OK, or NOT_MEMBER / STALE_GENERATION with msg filled. */

@@ -20,6 +20,8 @@ enum rdzv_queue {
 
 /* A rank that no generation gave (a newcomer's old rank). */
 #define RDZV_NO_RANK UINT32_MAX
+/* A node credential's length: 128 random bits in hex. */
+#define RDZV_CRED_LEN 32
 /* The longest cause kept for an excluded member. */
 #define RDZV_CAUSE_MAX 191
 
@@ -43,6 +45,8 @@ struct rdzv_node {
     uint64_t seen_ms;              /* wall-clock time of its last join or heartbeat (for timeouts' words) */
     struct core_timer *hb_timer;
     UT_hash_handle hh_round;       /* in rz->round_ids while in the open round */
+    char cred[RDZV_CRED_LEN + 1];  /* its credential, made when it first becomes a member ("" before) */
+    UT_hash_handle hh_cred;        /* in rz->creds once it has one */
 };
 
 /* A growable array of node pointers. */
@@ -64,6 +68,7 @@ struct rdzv {
     struct rdzv_node *nodes;   /* every node record */
     struct rdzv_set round;     /* the open round's joiners */
     struct rdzv_node *round_ids; /* the same joiners by id, so a join checks its id in O(1) */
+    struct rdzv_node *creds;   /* nodes by credential, for the workers' writes (rdzv_keys.c) */
     uint32_t min, max, last_call_ms;
     struct core_timer *last_call;
     uint64_t generation;       /* the latest generation formed; 0 = none yet */
@@ -129,6 +134,11 @@ void rdzv_break(struct rdzv *rz, const char *id, const char *why);
 /* Words for n's timed-out join: who joined the round, and which members of the generation before have
  * not come back, with when each was last seen (rdzv_view.c). */
 void rdzv_who(const struct rdzv_node *n, char *buf, size_t len);
+
+/* Give node n its credential if it has none yet (rdzv_keys.c). */
+void rdzv_keys_credential(struct rdzv_node *n);
+/* Forget node n's credential (it is being freed). */
+void rdzv_keys_forget(struct rdzv_node *n);
 
 /* Store the latest generation's world-change answer before its generation key (rdzv_answer.c). */
 void rdzv_answer_publish(struct rdzv *rz, uint32_t world, uint64_t prev);

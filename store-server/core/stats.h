@@ -28,6 +28,7 @@
     X(RESPONSES_ERROR, "responses_error")                 \
     X(UNKNOWN_OP, "unknown_op")                           \
     X(UNAUTHENTICATED, "unauthenticated")                 \
+    X(FORBIDDEN, "forbidden")                             \
     X(BAD_REQUEST, "bad_request")                         \
     X(LIMIT_CONNECTIONS, "limit_connections")             \
     X(LIMIT_FRAME, "limit_frame")                         \

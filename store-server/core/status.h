@@ -18,6 +18,7 @@ enum core_status {
     CORE_CONFLICT = 12,
     CORE_INTERNAL = 13,
     CORE_EXCLUDED = 15,
+    CORE_FORBIDDEN = 16,
 };
 
 #endif

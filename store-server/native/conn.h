@@ -41,6 +41,7 @@ struct conn {
     Muster__ClientFrame *held; /* a hello waiting out its address's token backoff (hello.c) */
     struct event *held_ev;     /* when that wait ends */
     char name[64];
+    char cred[40];          /* the rendezvous credential its hello presented ("" for none) */
 };
 
 /* The peer's address as text ("1.2.3.4:5" or "[::1]:5"), formatted on first use. */

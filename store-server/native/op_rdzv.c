@@ -89,6 +89,7 @@ static void op_rdzv_assignment(struct conn *c, uint64_t id, const struct rdzv_as
     a.old_node_rank = as->old_node_rank;
     a.n_excluded = nx;
     a.excluded = nx ? xp : NULL;
+    a.credential = (char *)(as->credential ? as->credential : "");
     Muster__RdzvJoinRes r = MUSTER__RDZV_JOIN_RES__INIT;
     r.assignment = &a;
     conn_reply(c, id, MUSTER__STATUS__OK, NULL, &r.base);

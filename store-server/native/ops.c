@@ -18,6 +18,7 @@
 #include "ha.h"
 #include "kvops.h"
 #include "pbuf.h"
+#include "rdzv.h"
 #include "op_rdzv.h"
 #include "server.h"
 #include "status.h"
@@ -38,6 +39,7 @@ OPS_SAME_STATUS(NOT_MEMBER);
 OPS_SAME_STATUS(CONFLICT);
 OPS_SAME_STATUS(INTERNAL);
 OPS_SAME_STATUS(EXCLUDED);
+OPS_SAME_STATUS(FORBIDDEN);
 
 #define F_KEY(T, f) {OPC_KEY, offsetof(T, f), 0, #f}
 #define F_PREFIX(T, f) {OPC_PREFIX, offsetof(T, f), 0, #f}
@@ -139,8 +141,20 @@ static int ops_check_count(struct conn *c, size_t count, int may_be_empty, const
     return MUSTER__STATUS__OK;
 }
 
-/* Run one field check on the op's message m; a wire status with msg filled. */
-static int ops_check_field(struct conn *c, const struct op_field *f, const char *m, char *msg, size_t n)
+/* Check that c may write key (a key of a mutating op): the world's keys are refused to others
+ * (core/rdzv_keys.c); a wire status with msg filled, counted when refused. */
+static int ops_check_writer(struct conn *c, const char *key, char *msg, size_t n)
+{
+    if (rdzv_keys_may_write(c->ns, c->rdzv, c->cred, key, strlen(key), msg, n) == CORE_OK)
+        return MUSTER__STATUS__OK;
+    stats_inc(&c->srv->stats, STAT_FORBIDDEN);
+    return MUSTER__STATUS__FORBIDDEN;
+}
+
+/* Run one field check on the op's message m (of an op that writes when mutates); a wire status with msg
+ * filled. */
+static int ops_check_field(struct conn *c, const struct op_field *f, const char *m, int mutates, char *msg,
+                           size_t n)
 {
     int st = MUSTER__STATUS__OK;
     switch (f->kind) {
@@ -149,13 +163,18 @@ static int ops_check_field(struct conn *c, const struct op_field *f, const char 
     case OPC_KEY:
     case OPC_PREFIX:
         st = ops_check_key(c, *(char *const *)(m + f->off), f->kind == OPC_PREFIX, f->what, msg, n);
+        if (st == MUSTER__STATUS__OK && mutates && f->kind == OPC_KEY)
+            st = ops_check_writer(c, *(char *const *)(m + f->off), msg, n);
         break;
     case OPC_KEYS: {
         size_t count = *(const size_t *)(m + f->off);
         char *const *keys = *(char **const *)(m + f->off2);
         st = ops_check_count(c, count, 0, f->what, msg, n);
-        for (size_t i = 0; st == MUSTER__STATUS__OK && i < count; i++)
+        for (size_t i = 0; st == MUSTER__STATUS__OK && i < count; i++) {
             st = ops_check_key(c, keys[i], 0, "key", msg, n);
+            if (st == MUSTER__STATUS__OK && mutates)
+                st = ops_check_writer(c, keys[i], msg, n);
+        }
         break;
     }
     case OPC_VALUE:
@@ -217,7 +236,7 @@ static int ops_check(struct conn *c, const struct op_row *r, const Muster__Reque
         return MUSTER__STATUS__BAD_REQUEST;
     }
     for (size_t i = 0; i < OPS_MAX_FIELDS; i++) {
-        int st = ops_check_field(c, &r->fields[i], (const char *)m, msg, n);
+        int st = ops_check_field(c, &r->fields[i], (const char *)m, (r->flags & OPL_MUTATES) != 0, msg, n);
         if (st != MUSTER__STATUS__OK)
             return st;
     }

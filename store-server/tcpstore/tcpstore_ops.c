@@ -12,6 +12,8 @@
 
 #include "muster.pb-c.h"
 #include "ha.h"
+#include "rdzv.h"
+#include "status.h"
 #include "ns.h"
 #include "server.h"
 #include "tcpstore_int.h"
@@ -241,6 +243,32 @@ static const tsops_fn tsops_handlers[TS_NOPS] = {
     [TS_WATCH_KEY] = tsops_watch_key,
 };
 
+/* Whether the request may write the keys it names: TCPStore clients are never rendezvous members, so the
+ * world's keys (core/rdzv_keys.c) are refused to them, and the connection is closed (the protocol has no
+ * error answer) with the rule in the log.  1 when it may go on. */
+static int tsops_writer_ok(struct ts_conn *c, const struct ts_req *r)
+{
+    char why[256];
+    switch (r->op) {
+    case TS_SET: case TS_COMPARE_SET: case TS_ADD: case TS_DELETE_KEY: case TS_APPEND: case TS_QUEUE_PUSH:
+    case TS_QUEUE_POP:
+        if (rdzv_keys_may_write(c->ts->ns, NULL, NULL, tsops_key(r), r->b[0].len, why, sizeof why) == CORE_OK)
+            return 1;
+        break;
+    case TS_MULTI_SET:
+        for (size_t i = 0; i < r->n; i++)
+            if (rdzv_keys_may_write(c->ts->ns, NULL, NULL, r->keys[i], r->klens[i], why, sizeof why) != CORE_OK) {
+                tcpstore_fail(c, STAT_FORBIDDEN, "%s '%.200s': %s", tscodec_name(r->op), r->keys[i], why);
+                return 0;
+            }
+        return 1;
+    default:
+        return 1;
+    }
+    tcpstore_fail(c, STAT_FORBIDDEN, "%s '%.200s': %s", tscodec_name(r->op), tsops_key(r), why);
+    return 0;
+}
+
 /* Handle one decoded request. */
 void tsops_dispatch(struct ts_conn *c, struct ts_req *r)
 {
@@ -258,5 +286,6 @@ void tsops_dispatch(struct ts_conn *c, struct ts_req *r)
                       tscodec_name(r->op), *leader ? leader : "none known");
         return;
     }
-    fn(c, r);
+    if (tsops_writer_ok(c, r))
+        fn(c, r);
 }

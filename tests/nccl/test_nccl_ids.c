@@ -35,6 +35,7 @@ struct peer {
     int64_t elapsed_ms;
     ncclUniqueId ids[MAX_ROOTS];
     pthread_t thread;
+    const char *url;   /* NULL: the daemon's default namespace */
 };
 
 /* Thread body: connect, exchange, record the outcome. */
@@ -42,7 +43,7 @@ static void *peer_main(void *arg)
 {
     struct peer *p = arg;
     int err = 0;
-    muster_t *m = muster_connect(d.url, &err);
+    muster_t *m = muster_connect(p->url ? p->url : d.url, &err);
     int64_t t0 = h_now_ms();
     p->rc = m ? muster_nccl_exchange_ids(m, p->gen, p->name, p->rank, p->world, p->nroots, p->ids, p->timeout_ms)
               : err;
@@ -225,31 +226,58 @@ static void test_missing_owner_times_out(void *arg)
 }
 
 /* A rank waiting for an id gives up soon after the generation's broken key
- * appears (as musterd sets it when a member is lost), long before its
- * deadline; a rank arriving after the break publishes nothing. */
+ * appears (musterd sets it when a member is lost: here the only member
+ * leaves), long before its deadline; a rank arriving after the break
+ * publishes nothing. */
 static void test_broken_generation_cancels(void *arg)
 {
     struct peer waiter, late;
     const int rank[1] = {1};
-    muster_t *m = hc_connect(&d, NULL, NULL);
+    muster_t *m = hc_connect(&d, "brk", NULL), *member = hc_connect(&d, "brk", NULL);
+    muster_rdzv_opts o = {.node_id = "node-b", .local_world_size = 2, .min_nodes = 1, .max_nodes = 1};
+    muster_assignment *a = NULL;
+    char url[160];
     int64_t t_break;
     (void)arg;
-    waiter = (struct peer){.gen = 42, .rank = rank[0], .world = 2, .nroots = 1, .timeout_ms = 8000, .rc = -1};
+    h_url(&d, "brk", NULL, url, sizeof url);
+    CHECK_EQ(muster_rdzv_join(member, &o, &a, 5000), MUSTER_OK);
+    uint64_t gen = a ? a->generation : 1;
+    waiter = (struct peer){.gen = gen, .rank = rank[0], .world = 2, .nroots = 1, .timeout_ms = 8000, .rc = -1,
+                           .url = url};
     CHECK_EQ(pthread_create(&waiter.thread, NULL, peer_main, &waiter), 0);
     /* Let the waiter park on the id before the generation breaks; if it
      * has not, the check before waiting catches the key just the same. */
     struct timespec ts = {0, 250000000L};
     nanosleep(&ts, NULL);
     t_break = h_now_ms();
-    CHECK_EQ(hc_set_str(m, "muster/rdzv/42/broken", "node-b"), MUSTER_OK);
+    CHECK_EQ(muster_rdzv_leave(member, 0), MUSTER_OK);
     pthread_join(waiter.thread, NULL);
     CHECK_EQ(waiter.rc, MUSTER_ECANCELED);
     printf("  broken key to cancel: %lld ms\n", (long long)(h_now_ms() - t_break));
     CHECK(h_now_ms() - t_break < 2000);
-    late = (struct peer){.gen = 42, .rank = 0, .world = 2, .nroots = 1, .timeout_ms = 8000, .rc = -1};
+    late = (struct peer){.gen = gen, .rank = 0, .world = 2, .nroots = 1, .timeout_ms = 8000, .rc = -1, .url = url};
     peer_main(&late);
     CHECK_EQ(late.rc, MUSTER_ECANCELED);
-    HC_EXPECT(m, "nccl/42/world/id/0", NULL);
+    HC_EXPECT(m, "nccl/1/world/id/0", NULL);
+    muster_assignment_free(a);
+    muster_close(member);
+    muster_close(m);
+}
+
+/* An id key someone wrote before its root is refused by the root, never adopted: a forged id would
+ * make every rank bootstrap to an address the writer chose. */
+static void test_preseeded_id_refused(void *arg)
+{
+    struct peer root;
+    ncclUniqueId forged;
+    muster_t *m = hc_connect(&d, NULL, NULL);
+    (void)arg;
+    memset(&forged, 0x5a, sizeof forged);
+    CHECK_EQ(muster_set(m, "nccl/30/world/id/0", &forged, sizeof forged, 0), MUSTER_OK);
+    root = (struct peer){.gen = 30, .rank = 0, .world = 1, .nroots = 1, .timeout_ms = 4000, .rc = -1};
+    peer_main(&root);
+    CHECK_EQ(root.rc, MUSTER_EFORBIDDEN);
+    CHECK(memcmp(&root.ids[0], &forged, sizeof forged) != 0);
     muster_close(m);
 }
 
@@ -334,6 +362,7 @@ int main(void)
     H_RUN(test_three_roots_of_300, NULL);
     H_RUN(test_uneven_blocks, NULL);
     H_RUN(test_missing_owner_times_out, NULL);
+    H_RUN(test_preseeded_id_refused, NULL);
     H_RUN(test_broken_generation_cancels, NULL);
     H_RUN(test_foreign_value_rejected, NULL);
     H_RUN(test_bad_arguments, NULL);

@@ -144,6 +144,9 @@ static void t_restart(void *arg)
     HC_EXPECT(a, "log", "abcd");
     HC_EXPECT(b, "x", "2");
     HC_EXPECT(b, "muster/rdzv/generation", "1");
+    /* So did the answer musterd wrote with it (a first generation: no recovery). */
+    HC_EXPECT(b, "muster/rdzv/1/answer",
+              "muster-answer 2\ngeneration 1 previous 0 nodes 1 world 1 members 0 excluded 0\n");
     /* The counter survived: generation 1 is never handed out again. */
     CHECK_EQ(one_node_generation(b), 2);
     muster_close(a);

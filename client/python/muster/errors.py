@@ -89,6 +89,12 @@ class Excluded(Error):
     replaced): join again as a newcomer (MUSTER_EEXCLUDED)."""
 
 
+class Forbidden(Error, PermissionError):
+    """A write to a key of the job's world this connection may not make:
+    muster/rdzv/ keys are musterd's, nccl/<g>/ and muster/run/<g>/ keys the
+    members of generation g's and their workers' (MUSTER_EFORBIDDEN)."""
+
+
 class InvalidArgument(Error, ValueError):
     """A bad argument to a library call (MUSTER_EINVAL)."""
 
@@ -117,7 +123,7 @@ class Canceled(Error):
 BY_CODE = {
     1: NotFound, 2: Timeout, 3: BadRequest, 4: UnknownOp, 5: Unauthenticated, 6: LimitExceeded,
     7: ShuttingDown, 8: NotANumber, 9: Overflow, 10: Stale, 11: NotMember, 12: Conflict,
-    13: Internal, 14: NotLeader, 15: Excluded, 100: InvalidArgument, 101: ConnectionLost, 102: ProtocolError,
+    13: Internal, 14: NotLeader, 15: Excluded, 16: Forbidden, 100: InvalidArgument, 101: ConnectionLost, 102: ProtocolError,
     103: OutOfMemory, 104: BadURL, 106: Canceled,
 }
 

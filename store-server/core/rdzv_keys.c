@@ -1,0 +1,95 @@
+/*
+ * Only the world may write the world: who may write the keys that carry a
+ * job's world change.  muster/rdzv/... is musterd's alone (generation,
+ * broken, answer).  In a namespace whose jobs use rendezvous, the keys of a
+ * generation g, nccl/<g>/... (unique ids, votes, announcements) and
+ * muster/run/<g>/..., are written only by the live members of g and by the
+ * workers their launchers started, which present the member's credential
+ * in their hello.  Anyone else is refused FORBIDDEN, naming the rule, so a
+ * client of the namespace can no longer pre-seed the next generation's id
+ * (every rank would bootstrap to an address the writer chose), forge an
+ * answer or set the generation to 999.  A namespace that never formed a
+ * generation has no world: its nccl/ keys are plain keys (a job that
+ * numbers its own generations without rendezvous).
+ *
+ * Credentials: 128 random bits per node, made when the node first becomes a
+ * member, the same for its life in the job (a survivor's workers keep
+ * theirs across generations), dropped when the node record is freed.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "core.h"
+#include "keys.h"
+#include "rdzv_int.h"
+#include "status.h"
+
+/* Give node n its credential if it has none yet. */
+void rdzv_keys_credential(struct rdzv_node *n)
+{
+    unsigned char raw[RDZV_CRED_LEN / 2];
+    struct rdzv_node *dup = NULL;
+    if (n->cred[0])
+        return;
+    do {
+        if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+            return;   /* no credential: its workers cannot write the generation's keys, the node itself can */
+        for (size_t i = 0; i < sizeof raw; i++)
+            snprintf(n->cred + 2 * i, 3, "%02x", raw[i]);
+        HASH_FIND(hh_cred, n->rz->creds, n->cred, RDZV_CRED_LEN, dup);
+    } while (dup);
+    HASH_ADD(hh_cred, n->rz->creds, cred, RDZV_CRED_LEN, n);
+}
+
+/* Forget node n's credential. */
+void rdzv_keys_forget(struct rdzv_node *n)
+{
+    if (n->cred[0])
+        HASH_DELETE(hh_cred, n->rz->creds, n);
+    n->cred[0] = '\0';
+}
+
+/* The generation a key of a generation names (nccl/<g>/, muster/run/<g>/); 0 when it names none. */
+static uint64_t rdzv_keys_generation(const char *key, size_t klen)
+{
+    static const char *const prefixes[] = {KEYS_NCCL_PREFIX, KEYS_RUN_PREFIX};
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
+        size_t plen = strlen(prefixes[i]), d = plen;
+        uint64_t g = 0;
+        if (klen <= plen || memcmp(key, prefixes[i], plen) != 0)
+            continue;
+        while (d < klen && d - plen < 20 && key[d] >= '0' && key[d] <= '9')
+            g = g * 10 + (uint64_t)(key[d++] - '0');
+        if (d > plen && d < klen && key[d] == '/')
+            return g ? g : UINT64_MAX;   /* generation 0 never forms: nobody may write it */
+    }
+    return 0;
+}
+
+/* Whether a client may write key. */
+int rdzv_keys_may_write(const struct ns *ns, const struct rdzv_node *own, const char *cred, const char *key,
+                        size_t klen, char *msg, size_t len)
+{
+    const size_t rlen = sizeof KEYS_RDZV_PREFIX - 1;
+    const struct rdzv *rz = ns->rdzv;
+    const struct rdzv_node *by = own;
+    if (klen >= rlen && memcmp(key, KEYS_RDZV_PREFIX, rlen) == 0) {
+        snprintf(msg, len, "keys under '%s' are written by musterd alone", KEYS_RDZV_PREFIX);
+        return CORE_FORBIDDEN;
+    }
+    uint64_t g = rdzv_keys_generation(key, klen);
+    if (!g || !rz || !rz->generation)
+        return CORE_OK;
+    if ((!by || by->generation != g || by->lost) && cred && cred[0])
+        HASH_FIND(hh_cred, rz->creds, cred, strnlen(cred, RDZV_CRED_LEN + 1), by);
+    if (by && by->generation == g && !by->lost)
+        return CORE_OK;
+    snprintf(msg, len, "keys of generation %" PRIu64 " are written only by its live members and the workers their "
+             "launchers started ($MUSTER_CREDENTIAL); this connection is %s", g == UINT64_MAX ? 0 : g,
+             by ? "of a node that is not a live member of it" : cred && cred[0] ? "holding an unknown credential"
+                                                                             : "neither");
+    return CORE_FORBIDDEN;
+}
