@@ -207,6 +207,19 @@ int muster_world_changed(muster_world *w)
     return w->sm.latest > (w->sm.answered ? w->sm.answered : w->sm.start);
 }
 
+/* Wait on the watch for a newer generation. */
+int muster_world_wait(muster_world *w, uint32_t timeout_ms)
+{
+    uint64_t end = deadline_now() + timeout_ms;
+    for (;;) {
+        if (muster_world_changed(w))
+            return 1;
+        uint64_t now = deadline_now();
+        if (!w || now >= end || world_drain(w, (uint32_t)(end - now)) != MUSTER_OK)
+            return muster_world_changed(w);
+    }
+}
+
 /* The handle's connection. */
 muster_t *muster_world_store(muster_world *w)
 {

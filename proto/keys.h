@@ -16,6 +16,7 @@
  *                                                               nccl/<generation>/<comm>/vote)
  *   muster/run/<generation>/done            muster run          muster run (every node)
  *   torch/<generation>/...                  muster run's relay  the relay (torch's keys)
+ *   muster.torch/<generation>/...           muster.torch        its process groups (in place)
  *   muster/torchrun/closed                  muster.torchrun     muster.torchrun
  *   torch.rendezvous.<run>.<generation>...  muster.torchrun     muster.torchrun (a PrefixStore)
  *
@@ -72,6 +73,9 @@
 #define KEYS_RUN_COMPLETED "muster/run/completed"
 /* The prefix under which `muster run`'s relay keeps a generation's torch keys. */
 #define KEYS_TORCH_PREFIX_FMT "torch/%" PRIu64 "/"
+/* muster.torch in place: each generation's process groups meet under this prefix followed by
+ * "<generation>/", never used by another generation (a PrefixStore over the native store). */
+#define KEYS_TORCH_INPLACE_PREFIX "muster.torch/"
 /* Set by the Python torchrun backend's set_closed(). */
 #define KEYS_TORCHRUN_CLOSED "muster/torchrun/closed"
 /* The Python torchrun backend's agent store prefix, followed by "<run>.<generation>". */

@@ -8,7 +8,7 @@
 # (what pip would write), then runs two plain torchrun agents with
 # `--rdzv-backend muster` (found through the entry point alone: nothing
 # imports muster first) and the package's pytest suite.
-# Usage: bash scripts/python-device.sh prepare | run
+# Usage: bash scripts/python-device.sh prepare | build | run   (build: the extension only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P=$PWD/.carry/py
@@ -30,19 +30,25 @@ prepare() {
     grep -m1 -o "version : '[^']*'" meson.build | cut -d"'" -f2 > "$P/VERSION"
 }
 
-# Build the extension, then run the agents and the suite against a musterd.
-run() {
-    local py=${PYTHON:-python3} inc suf ver port dp a
+# Build the extension against this machine's Python, with the dist-info pip would write.
+build() {
+    local py=${PYTHON:-python3} inc suf ver
     inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
     suf=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
     ver=$(cat "$P/VERSION")
     gcc -shared -fPIC -O2 -std=c11 -D_GNU_SOURCE "-DMUSTER_VERSION=\"$ver\"" -I"$P/inc" -I"$inc" \
-        "$P/module.c" "$P/conn.c" "$P/events.c" -o "$P/pkg/muster/_core$suf" \
+        "$P/module.c" "$P/conn.c" "$P/events.c" "$P/world.c" -o "$P/pkg/muster/_core$suf" \
         "$P/libmuster-static.a" "$P/libmuster-proto.a" "$P/../lib/libprotobuf-c.so.1" \
         -lssl -lcrypto -Wl,-rpath,"$P/../lib"
     mkdir -p "$P/pkg/muster-$ver.dist-info"
     printf 'Metadata-Version: 2.1\nName: muster\nVersion: %s\n' "$ver" > "$P/pkg/muster-$ver.dist-info/METADATA"
     printf '[torchrun.handlers]\nmuster = muster.torchrun:entry_point\n' > "$P/pkg/muster-$ver.dist-info/entry_points.txt"
+}
+
+# Build the extension, then run the agents and the suite against a musterd.
+run() {
+    local py=${PYTHON:-python3} port dp a
+    build
     export PYTHONPATH=$P/pkg LD_LIBRARY_PATH=$P/../lib
     "$py" -c 'import muster, torch; print("muster", muster.__version__, "torch", torch.__version__)'
     rm -f /tmp/muster-py.port
@@ -64,6 +70,7 @@ run() {
 
 case ${1:-} in
 prepare) prepare ;;
+build) build ;;
 run) run ;;
-*) echo "usage: $0 prepare|run" >&2; exit 64 ;;
+*) echo "usage: $0 prepare|build|run" >&2; exit 64 ;;
 esac

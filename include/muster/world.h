@@ -95,6 +95,10 @@ MUSTER_API void muster_world_ready(muster_world *w);
 /* Whether a generation newer than the last answered one has formed (reads pending watch events only:
  * no wait, no request).  1 or 0. */
 MUSTER_API int muster_world_changed(muster_world *w);
+/* Wait up to timeout_ms on the watch for a generation newer than the last answered: 1 when one has
+ * formed (muster_world_next then answers it), 0 when none did.  For a watcher thread; calls on one
+ * handle must not overlap (take turns with a lock). */
+MUSTER_API int muster_world_wait(muster_world *w, uint32_t timeout_ms);
 /* The handle's connection (for store calls that belong to the world: NCCL ids, votes). */
 MUSTER_API muster_t *muster_world_store(muster_world *w);
 /* The reason of the last failure, "" after a success. */

@@ -153,6 +153,11 @@ class MusterStore(dist.Store):
         """multi_get, multi_set and append are native (torch 2.x asks)."""
         return True
 
+    def clone(self):
+        """A store on its own connection to the same namespace (torch 2.x's ProcessGroupNCCL clones its
+        store for its own threads; the base Store answers "Not implemented")."""
+        return MusterStore(self.url, timeout=self._timeout, name="muster.torch clone")
+
     # -- muster extras
 
     @property
@@ -233,3 +238,12 @@ def _register():
 
 
 _register()
+
+
+# Recovery in place (muster run --recovery in-place): the survivors' side of a world change.
+from .inplace import (  # noqa: E402 (after MusterStore, which inplace builds its groups on)
+    EXIT_STUCK, GUARD_ENV, WorldChanged, generation, init_process_group, iteration, on_change, recover, register,
+    shutdown, step)
+
+__all__ += ["EXIT_STUCK", "GUARD_ENV", "WorldChanged", "generation", "init_process_group", "iteration", "on_change",
+            "recover", "register", "shutdown", "step"]

@@ -35,6 +35,8 @@ typedef struct {
 } ConnObject;
 
 extern PyTypeObject Conn_Type;
+/* muster._core.World (world.c). */
+extern PyTypeObject World_Type;
 
 /* Raise the exception class registered for err with detail; returns NULL. */
 PyObject *core_raise(int err, const char *detail);

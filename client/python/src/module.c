@@ -165,13 +165,16 @@ static struct PyModuleDef mod_def = {
 /* Module init: the Conn type, the version, the default port and the reserved key names Python writes. */
 PyMODINIT_FUNC PyInit__core(void)
 {
-    if (PyType_Ready(&Conn_Type) < 0)
+    if (PyType_Ready(&Conn_Type) < 0 || PyType_Ready(&World_Type) < 0)
         return NULL;
     PyObject *mod = PyModule_Create(&mod_def);
     if (!mod)
         return NULL;
     Py_INCREF(&Conn_Type);
+    Py_INCREF(&World_Type);
     if (PyModule_AddObject(mod, "Conn", (PyObject *)&Conn_Type) < 0 ||
+        PyModule_AddObject(mod, "World", (PyObject *)&World_Type) < 0 ||
+        PyModule_AddStringConstant(mod, "KEY_TORCH_INPLACE_PREFIX", KEYS_TORCH_INPLACE_PREFIX) < 0 ||
         PyModule_AddStringConstant(mod, "version", MUSTER_VERSION) < 0 ||
         PyModule_AddIntConstant(mod, "DEFAULT_PORT", MUSTER_DEFAULT_PORT) < 0 ||
         PyModule_AddStringConstant(mod, "KEY_RDZV_GENERATION", KEYS_RDZV_GENERATION) < 0 ||

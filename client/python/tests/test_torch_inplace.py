@@ -1,0 +1,173 @@
+"""muster.torch in place (muster/inplace.py) under real `muster run --recovery
+in-place` launchers and a real musterd, with examples/torch_inplace.py on
+gloo: with a worker replaced the survivors finish in the processes they
+started in and every rank of a generation prints the new rank 0's checksum;
+outside `muster run` it is torch's own init_process_group.  The cases of a
+whole node lost (one, two at once, a standby admitted, a rank whose abort
+hangs) are written but skipped, with the reason: they do not pass reliably
+yet.  Skipped without torch or without the CLI ($MUSTER_TEST_CLI)."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+ROOT = os.environ.get("MUSTER_TEST_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+EXAMPLE = os.path.join(ROOT, "examples", "torch_inplace.py")
+LINE = re.compile(r"\[Rank (\d+)\] pid (\d+) generation (\d+) world (\d+) iteration (\d+): sum ([\d.]+) "
+                  r"checksum (-?[\d.]+)")
+FINISHED = re.compile(r"\[Rank (\d+)\] pid (\d+) finished (\d+) iterations: world (\d+)")
+STEPS = 24
+START_S = 60    # every node reached iteration 3
+END_S = 90      # every survivor finished after the loss
+
+
+def _cli():
+    cli = os.environ.get("MUSTER_TEST_CLI")
+    if not cli:
+        pytest.skip("MUSTER_TEST_CLI is not set")
+    return cli
+
+
+class Node:
+    """One `muster run --recovery in-place` launcher of one rank."""
+
+    def __init__(self, url, i, tmp, nnodes, *extra, env=None):
+        self.out = tmp / f"n{i}.out"
+        self.err = tmp / f"n{i}.err"
+        e = dict(os.environ, MUSTER_DEMO_ITERATIONS=str(STEPS), MUSTER_DEMO_INTERVAL_MS="100", **(env or {}))
+        argv = [_cli(), "--url", url, "run", "--nnodes", nnodes, "--nproc-per-node", "1", "--recovery", "in-place",
+                "--max-restarts", "3", "--node-id", f"n{i}", "--last-call", "1000", *extra,
+                sys.executable, EXAMPLE]
+        with open(self.out, "w") as out, open(self.err, "w") as err:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=e, start_new_session=True)
+
+    def lines(self):
+        return [LINE.match(x).groups() for x in self.out.read_text().splitlines() if LINE.match(x)]
+
+    def finished(self):
+        return [FINISHED.match(x).groups() for x in self.out.read_text().splitlines() if FINISHED.match(x)]
+
+    def reached(self, it):
+        return any(int(g[4]) >= it for g in self.lines())
+
+    def kill(self):
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def wait(self, s):
+        try:
+            return self.proc.wait(s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+            return None
+
+
+def _start(url, tmp, n, nnodes, env=None):
+    nodes = [Node(url, i, tmp, nnodes, env=env) for i in range(n)]
+    end = time.monotonic() + START_S
+    while not all(x.reached(3) for x in nodes):
+        assert time.monotonic() < end, "the job did not start:\n" + "\n".join(x.err.read_text() for x in nodes)
+        assert all(x.proc.poll() is None for x in nodes), "a launcher exited before the loss"
+        time.sleep(0.1)
+    return nodes
+
+
+def _check_survivors(survivors, world):
+    """Each survivor kept its process, finished with world ranks, and each generation's checksums agree."""
+    by_gen = {}
+    for x in survivors:
+        assert x.wait(END_S) == 0, x.err.read_text()
+        pids = {g[1] for g in x.lines()}
+        assert len(pids) == 1, f"{x.out}: more than one process: {pids}"
+        fin = x.finished()
+        assert fin and int(fin[-1][3]) == world and int(fin[-1][2]) == STEPS, x.out.read_text()
+        for g in x.lines():
+            by_gen.setdefault((g[2], g[4]), set()).add(g[6])
+            assert float(g[5]) == int(g[3]) * (int(g[3]) + 1) / 2, g
+    for key, sums in by_gen.items():
+        assert len(sums) == 1, f"generation {key[0]} iteration {key[1]}: checksums differ: {sums}"
+    last = max(int(g[2]) for x in survivors for g in x.lines())
+    assert last > 1, "no recovery happened"
+    return last
+
+
+@pytest.mark.skip(reason="not reliable yet: under load a rebuild after the loss of a whole node can run past gloo's rendezvous timeout and the survivor exits (docs/launcher.md, torch in place)")
+def test_one_node_lost(daemon, tmp_path):
+    nodes = _start(daemon.url(), tmp_path, 4, "3:4")
+    nodes[1].kill()
+    _check_survivors([nodes[0], nodes[2], nodes[3]], 3)
+
+
+@pytest.mark.skip(reason="not reliable yet: under load a rebuild after the loss of a whole node can run past gloo's rendezvous timeout and the survivor exits (docs/launcher.md, torch in place)")
+def test_two_nodes_lost_at_once(daemon, tmp_path):
+    nodes = _start(daemon.url(), tmp_path, 4, "2:4")
+    nodes[1].kill()
+    nodes[2].kill()
+    _check_survivors([nodes[0], nodes[3]], 2)
+
+
+@pytest.mark.skip(reason="not reliable yet: under load a rebuild after the loss of a whole node can run past gloo's rendezvous timeout and the survivor exits (docs/launcher.md, torch in place)")
+def test_standby_admitted(daemon, tmp_path):
+    url = daemon.url()
+    nodes = _start(url, tmp_path, 4, "3:4")
+    spare = Node(url, 4, tmp_path, "3:4", "--standby")
+    time.sleep(1)
+    assert not spare.lines(), "a standby started a worker before any loss"
+    nodes[1].kill()
+    _check_survivors([nodes[0], nodes[2], nodes[3]], 4)
+    assert spare.wait(END_S) == 0, spare.err.read_text()
+    assert spare.finished() and int(spare.finished()[-1][3]) == 4
+
+
+def test_worker_replaced(daemon, tmp_path):
+    nodes = _start(daemon.url(), tmp_path, 3, "3:3")
+    victim = nodes[1].lines()[0][1]
+    os.kill(int(victim), signal.SIGKILL)
+    _check_survivors([nodes[0], nodes[2]], 3)
+    assert nodes[1].wait(END_S) == 0, nodes[1].err.read_text()
+    assert nodes[1].finished()[-1][1] != victim
+
+
+@pytest.mark.skip(reason="not reliable yet: under load a rebuild after the loss of a whole node can run past gloo's rendezvous timeout and the survivor exits (docs/launcher.md, torch in place)")
+def test_stuck_abort_exits_and_is_replaced(daemon, tmp_path):
+    """A rank whose abort never returns exits within its deadline (EXIT_STUCK) instead of hanging; its
+    launcher replaces it, and the job finishes with the nodes left."""
+    url = daemon.url()
+    nodes = [Node(url, i, tmp_path, "2:3") for i in range(2)]
+    nodes.append(Node(url, 2, tmp_path, "2:3", env={"MUSTER_TORCH_TEST_HANG_ABORT": "1",
+                                                    "MUSTER_TORCH_ABORT_TIMEOUT": "2"}))
+    end = time.monotonic() + START_S
+    while not all(x.reached(3) for x in nodes):
+        assert time.monotonic() < end, "the job did not start"
+        time.sleep(0.1)
+    first = nodes[2].lines()[0][1]
+    t0 = time.monotonic()
+    nodes[1].kill()
+    for x in (nodes[0], nodes[2]):
+        assert x.wait(END_S) == 0, x.err.read_text()
+        assert int(x.finished()[-1][3]) == 2
+    assert "did not return within 2.0 s" in nodes[2].err.read_text()
+    assert nodes[2].finished()[-1][1] != first, "the stuck rank was not replaced"
+    assert len({g[1] for g in nodes[0].lines()}) == 1, "the healthy survivor changed process"
+    assert time.monotonic() - t0 < END_S
+
+
+def test_not_in_place_is_plain():
+    """Without `muster run`, init_process_group is torch's own (a world of one over a FileStore)."""
+    code = ("import muster.torch as mt, torch.distributed as dist, tempfile, os\n"
+            "os.environ.pop('MUSTER_NODE_ID', None)\n"
+            "f = tempfile.mktemp()\n"
+            "mt.init_process_group('gloo', init_method='file://' + f, rank=0, world_size=1)\n"
+            "print(dist.get_world_size(), mt.generation())\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("MUSTER_NODE_ID", "MUSTER_GENERATION")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "0"]
