@@ -72,6 +72,7 @@ static void t_start(struct wsm *s, int me)
     t_reset();
     t_form(1, 0, four, 4, NULL, 0);
     snprintf(id, sizeof id, "n%d", me);
+    wsm_fini(s);   /* a machine reused by the case: what its last change held */
     wsm_init(s, id, 0, 1, me, 4);
     wsm_begin(s, t_now, 1000);
     t_serve(s);
@@ -95,7 +96,7 @@ static void t_lose_n1(void)
 /* The collective fails before the store announces generation 2: the call waits, then reads it. */
 static void t_fail_then_announce(void *unused)
 {
-    struct wsm s;
+    struct wsm s = {0};
     (void)unused;
     t_start(&s, 2);
     wsm_begin(&s, t_now = 10, 5000);
@@ -127,7 +128,7 @@ static void t_fail_then_announce(void *unused)
  * at once, without waiting. */
 static void t_announce_then_fail(void *unused)
 {
-    struct wsm s;
+    struct wsm s = {0};
     (void)unused;
     t_start(&s, 3);
     t_lose_n1();
@@ -146,7 +147,7 @@ static void t_announce_then_fail(void *unused)
  * 2's world, so it is not carried (its communicator is of generation 1). */
 static void t_two_generations_while_busy(void *unused)
 {
-    struct wsm s;
+    struct wsm s = {0};
     static const char *const m3[] = {"n0:0", "n3:2"};
     static const char *const x3[] = {"n2:1"};
     (void)unused;
@@ -171,7 +172,7 @@ static void t_two_generations_while_busy(void *unused)
 /* Generation 3 forms while generation 2's answer is being read: the answer of 2 is dropped for 3's. */
 static void t_newer_while_reading(void *unused)
 {
-    struct wsm s;
+    struct wsm s = {0};
     static const char *const m3[] = {"n0:0", "n2:1"};
     static const char *const x3[] = {"n3:2"};
     (void)unused;
@@ -196,7 +197,7 @@ static void t_newer_while_reading(void *unused)
  * was cancelled), so generation 3 finds the worker holding nothing: not carried, it votes unhealthy. */
 static void t_second_loss_during_rebuild(void *unused)
 {
-    struct wsm s;
+    struct wsm s = {0};
     static const char *const m3[] = {"n0:0", "n2:1"};
     static const char *const x3[] = {"n3:2"};
     (void)unused;
@@ -236,7 +237,7 @@ static void t_second_loss_during_rebuild(void *unused)
  * survivor reads the same plan (grow), so all of them re-build the same way. */
 static void t_standby_admitted(void *unused)
 {
-    struct wsm s, sb;
+    struct wsm s = {0}, sb = {0};
     static const char *const m[] = {"n0:0", "n2:2", "n3:3", "spare:-1"};
     static const char *const x[] = {"n1:1"};
     (void)unused;
@@ -265,7 +266,7 @@ static void t_standby_admitted(void *unused)
  * generation, and the late key changes nothing. */
 static void t_answer_before_key(void *unused)
 {
-    struct wsm s;
+    struct wsm s = {0};
     (void)unused;
     t_start(&s, 2);
     t_lose_n1();
@@ -295,7 +296,7 @@ static void t_every_order(void *unused)
         {3, 0, 1, 2}, {3, 0, 2, 1}, {3, 1, 0, 2}, {3, 1, 2, 0}, {3, 2, 0, 1}, {3, 2, 1, 0}};
     (void)unused;
     for (int p = 0; p < 24; p++) {
-        struct wsm s;
+        struct wsm s = {0};
         int seen3 = 0;
         t_start(&s, 0);
         t_lose_n1();
@@ -342,7 +343,7 @@ static void t_every_order(void *unused)
  * wait; an answer that is absent or malformed names the generation. */
 static void t_refusals(void *unused)
 {
-    struct wsm s;
+    struct wsm s = {0};
     static const char *const plain[] = {"n0:-1", "n2:-1", "n3:-1"};
     (void)unused;
     t_start(&s, 1);
@@ -397,5 +398,6 @@ int main(void)
     H_RUN(t_answer_before_key, NULL);
     H_RUN(t_every_order, NULL);
     H_RUN(t_refusals, NULL);
+    t_reset();
     return h_finish();
 }
