@@ -14,39 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The length (1..4) of the valid UTF-8 character at p, with its code point in *cp; 0 when p starts no
- * valid character (a stray or truncated byte, an overlong form, a surrogate, beyond U+10FFFF). */
-static size_t escape_utf8(const unsigned char *p, unsigned *cp)
-{
-    if (p[0] < 0x80) {
-        *cp = p[0];
-        return 1;
-    }
-    size_t k = 0;
-    if (p[0] >= 0xc2 && p[0] <= 0xdf)
-        k = 2;
-    else if (p[0] >= 0xe0 && p[0] <= 0xef)
-        k = 3;
-    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-        k = 4;
-    unsigned v = k == 2 ? p[0] & 0x1fu : k == 3 ? p[0] & 0x0fu : p[0] & 0x07u;
-    for (size_t i = 1; i < k; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        v = v << 6 | (p[i] & 0x3fu);
-    }
-    static const unsigned least[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (k == 0 || v < least[k] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-        return 0;
-    *cp = v;
-    return k;
-}
-
-/* Whether a code point is a control character: C0, DEL or C1. */
-static int escape_control(unsigned cp)
-{
-    return cp < 0x20 || (cp >= 0x7f && cp < 0xa0);
-}
+#include "utf8.h"
 
 /* Append s as a JSON string literal: quotes, backslashes and control characters escaped, a byte of
  * invalid UTF-8 as the text \xNN (as the JSON log writes it). */
@@ -55,12 +23,12 @@ void escape_json(struct evbuffer *b, const char *s)
     evbuffer_add(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
         unsigned cp;
-        size_t k = escape_utf8(p, &cp);
+        size_t k = utf8_decode(p, &cp);
         if (k == 0) /* as the JSON log writes one: valid UTF-8, and different names stay distinct */
             evbuffer_add_printf(b, "\\\\x%02x", *p);
         else if (cp == '"' || cp == '\\')
             evbuffer_add_printf(b, "\\%c", (char)cp);
-        else if (escape_control(cp))
+        else if (utf8_control(cp))
             evbuffer_add_printf(b, "\\u%04x", cp);
         else
             evbuffer_add(b, p, k);
@@ -77,7 +45,7 @@ static size_t escape_text_one(const unsigned char *p, size_t k, unsigned cp, cha
         return (size_t)snprintf(esc, 16, "\\x%02x", p[0]);
     if (cp == '\\' || cp == '\n' || cp == '\t' || cp == '\r')
         return (size_t)snprintf(esc, 16, "\\%c", cp == '\\' ? '\\' : cp == '\n' ? 'n' : cp == '\t' ? 't' : 'r');
-    if (escape_control(cp))
+    if (utf8_control(cp))
         return (size_t)snprintf(esc, 16, cp < 0x80 ? "\\x%02x" : "\\u%04x", cp);
     memcpy(esc, p, k);
     return k;
@@ -94,7 +62,7 @@ size_t escape_text(char *out, size_t n, const char *s)
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
         unsigned cp = 0;
         char esc[16];
-        size_t k = escape_utf8(p, &cp);
+        size_t k = utf8_decode(p, &cp);
         size_t el = escape_text_one(p, k, cp, esc);
         /* Cut whole: half an escape or half a character would itself be a control or invalid byte. */
         if (used + el >= n)
@@ -114,7 +82,7 @@ void escape_label(struct evbuffer *b, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
         unsigned cp;
-        size_t k = escape_utf8(p, &cp);
+        size_t k = utf8_decode(p, &cp);
         /* The format defines no other escape, and a label value must be UTF-8. */
         if (k == 0)
             evbuffer_add_printf(b, "\\\\x%02x", p[0]);
@@ -122,7 +90,7 @@ void escape_label(struct evbuffer *b, const char *s)
             evbuffer_add_printf(b, "\\%c", (char)cp);
         else if (cp == '\n')
             evbuffer_add(b, "\\n", 2);
-        else if (escape_control(cp))
+        else if (utf8_control(cp))
             evbuffer_add_printf(b, cp < 0x80 ? "\\\\x%02x" : "\\\\u%04x", cp);
         else
             evbuffer_add(b, p, k);

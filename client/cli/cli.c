@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "deadline.h"
+#include "utf8.h"
 
 /* Largest value file read, so `-f /dev/zero` ends with an error, not an OOM. */
 #define CLI_MAX_FILE (1u << 30)
@@ -216,26 +217,9 @@ void cli_print_escaped(const void *data, size_t len)
 /* The length (1..4) of the valid UTF-8 character at p that is no control character (C0, DEL, C1), or 0. */
 static size_t cli_utf8_printable(const unsigned char *p)
 {
-    if (p[0] < 0x80)
-        return p[0] >= 0x20 && p[0] != 0x7f;
-    size_t k = 0;
-    if (p[0] >= 0xc2 && p[0] <= 0xdf)
-        k = 2;
-    else if (p[0] >= 0xe0 && p[0] <= 0xef)
-        k = 3;
-    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-        k = 4;
-    unsigned v = p[0] & (k == 2 ? 0x1fu : k == 3 ? 0x0fu : 0x07u);
-    for (size_t i = 1; i < k; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        v = v << 6 | (p[i] & 0x3fu);
-    }
-    /* The least code point of each length: below it is an overlong form (or, for two bytes, a C1 control). */
-    static const unsigned least[] = {0, 0, 0xa0, 0x800, 0x10000};
-    if (k == 0 || v < least[k] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-        return 0;
-    return k;
+    unsigned cp = 0;
+    size_t k = utf8_decode(p, &cp);
+    return k && !utf8_control(cp) ? k : 0;
 }
 
 /* Print text for a terminal: lines and tabs kept, valid printable UTF-8 as it is, every other byte
