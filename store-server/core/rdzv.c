@@ -261,14 +261,15 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *nodes, uint64_t pre
     return world;
 }
 
-/* The members of the latest generation as an assignment lists them (NULL when memory ran out). */
-static struct rdzv_member *rdzv_member_list(const struct rdzv *rz)
+/* The members of the latest generation as the answer and the joins' replies list them, built once per
+ * generation (NULL when memory ran out). */
+static struct answer_member *rdzv_member_list(const struct rdzv *rz)
 {
     size_t n = rz->members.n;
-    struct rdzv_member *mv = calloc(n ? n : 1, sizeof *mv);
+    struct answer_member *mv = calloc(n ? n : 1, sizeof *mv);
     for (size_t i = 0; mv && i < n; i++) {
         const struct rdzv_node *m = rz->members.v[i];
-        mv[i] = (struct rdzv_member){m->id, m->node_rank, m->rank_start, m->lws, m->old_rank};
+        mv[i] = (struct answer_member){m->id, m->node_rank, m->rank_start, m->lws, m->old_rank};
     }
     return mv;
 }
@@ -289,10 +290,9 @@ static struct rdzv_excluded *rdzv_excluded_list(const struct rdzv *rz, uint64_t 
 /* Answer each member of the new generation with its assignment (members share one list).
  * Only joins that asked (want_members) get the whole list: sent to all, a round of n
  * nodes would cost O(n^2) bytes, some GB at 16k nodes.  A recovery's excluded list goes to all. */
-static void rdzv_answer(struct rdzv *rz, uint32_t world, uint64_t prev)
+static void rdzv_answer(struct rdzv *rz, uint32_t world, uint64_t prev, const struct answer_member *mv)
 {
     size_t n = rz->members.n, nx = 0;
-    struct rdzv_member *mv = rdzv_member_list(rz);
     struct rdzv_excluded *xv = rdzv_excluded_list(rz, prev, &nx);
     for (size_t i = 0; i < n; i++) {
         struct rdzv_node *m = rz->members.v[i];
@@ -318,7 +318,6 @@ static void rdzv_answer(struct rdzv *rz, uint32_t world, uint64_t prev)
         };
         rdzv_reply(m, m->join_id, CORE_OK, NULL, &a);
     }
-    free(mv);
     free(xv);
 }
 
@@ -348,11 +347,13 @@ void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t
     }
     /* The answer, then the generation key, then the joins' replies: whoever sees the generation
      * (a watch, a get) can read its answer, and a member answered reads both. */
-    rdzv_answer_publish(rz, world, prev);
+    struct answer_member *mv = rdzv_member_list(rz);
+    rdzv_answer_publish(rz, world, prev, mv);
     char gen[24];
     snprintf(gen, sizeof gen, "%" PRIu64, rz->generation);
     rdzv_publish(rz, KEYS_RDZV_GENERATION, gen);
-    rdzv_answer(rz, world, prev);
+    rdzv_answer(rz, world, prev, mv);
+    free(mv);
 }
 
 /* Order the open round's joiners for admission: members of the latest generation first (the last call

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "answer.h"
+
 struct ns;
 struct rdzv_node;
 struct rdzv_excluded;
@@ -107,12 +109,6 @@ uint64_t rdzv_generation(const struct ns *ns);
 /* Membership event kinds, the numbers of MembershipEvent.Kind on the wire (op_rdzv.c checks). */
 enum rdzv_member_event { RDZV_MEMBER_LOST = 0, RDZV_NODE_WAITING = 1 };
 
-/* One member as an assignment lists it (old_node_rank: its rank in the generation a recovery replaced,
- * or UINT32_MAX). */
-struct rdzv_member {
-    const char *node_id;
-    uint32_t node_rank, rank_start, local_world_size, old_node_rank;
-};
 
 /* A member of the generation a recovery replaced that the new one left out, and why. */
 struct rdzv_excluded {
@@ -127,7 +123,8 @@ struct rdzv_assignment {
     uint32_t node_rank, num_nodes, rank_start, local_world_size, world_size;
     const char *node_id;
     size_t n_members;
-    const struct rdzv_member *members;
+    const struct answer_member *members; /* the world-change answer's own records (old_rank: the node's
+                                            rank in the generation a recovery replaced, or UINT32_MAX) */
     uint64_t previous_generation; /* recovery: the generation replaced; 0 otherwise */
     uint32_t old_node_rank;       /* recovery: this node's rank in it; UINT32_MAX otherwise */
     size_t n_excluded;            /* recovery: its members left out */

@@ -19,17 +19,6 @@
 #include "rdzv_int.h"
 #include "status.h"
 
-/* Fill the answer's member list from the latest generation (NULL when memory ran out). */
-static struct answer_member *rdzv_answer_members(const struct rdzv *rz)
-{
-    struct answer_member *mv = calloc(rz->members.n ? rz->members.n : 1, sizeof *mv);
-    for (size_t i = 0; mv && i < rz->members.n; i++) {
-        const struct rdzv_node *m = rz->members.v[i];
-        mv[i] = (struct answer_member){m->id, m->node_rank, m->rank_start, m->lws, m->old_rank};
-    }
-    return mv;
-}
-
 /* Fill the answer's excluded list from the gone list of prev (*n entries; NULL when none or no memory). */
 static struct answer_excluded *rdzv_answer_excluded(const struct rdzv *rz, uint64_t prev, size_t *n)
 {
@@ -43,12 +32,11 @@ static struct answer_excluded *rdzv_answer_excluded(const struct rdzv *rz, uint6
     return xv;
 }
 
-/* Store the latest generation's answer (prev: the generation a recovery replaced, 0 for a plain round)
- * and drop the one two generations back; a failure is logged and counted by the keyspace, and the
- * workers then time out reading it, naming the key. */
-void rdzv_answer_publish(struct rdzv *rz, uint32_t world, uint64_t prev)
+/* Store the latest generation's answer (prev: the generation a recovery replaced, 0 for a plain round;
+ * mv: its members, listed only for a recovery) and drop the one two generations back; a failure is
+ * logged and counted by the keyspace, and the workers then time out reading it, naming the key. */
+void rdzv_answer_publish(struct rdzv *rz, uint32_t world, uint64_t prev, const struct answer_member *mv)
 {
-    struct answer_member *mv = prev ? rdzv_answer_members(rz) : NULL;
     size_t nx = 0;
     struct answer_excluded *xv = rdzv_answer_excluded(rz, prev, &nx);
     char key[64], *text = NULL;
@@ -66,6 +54,5 @@ void rdzv_answer_publish(struct rdzv *rz, uint32_t world, uint64_t prev)
         keys_rdzv_answer(key, sizeof key, rz->generation - 2);
         ks_delete(&rz->ns->ks, key, strlen(key));
     }
-    free(mv);
     free(xv);
 }

@@ -140,8 +140,9 @@ void rdzv_keys_credential(struct rdzv_node *n);
 /* Forget node n's credential (it is being freed). */
 void rdzv_keys_forget(struct rdzv_node *n);
 
-/* Store the latest generation's world-change answer before its generation key (rdzv_answer.c). */
-void rdzv_answer_publish(struct rdzv *rz, uint32_t world, uint64_t prev);
+/* Store the latest generation's world-change answer before its generation key (rdzv_answer.c); mv: its
+ * members as rdzv_form listed them (NULL when memory ran out). */
+void rdzv_answer_publish(struct rdzv *rz, uint32_t world, uint64_t prev, const struct answer_member *mv);
 
 /* Recovery rounds, losses, standbys and reports (rdzv_recover.c). */
 /* Join the latest generation's recovery round for n; a core status with msg filled when not parked. */

@@ -50,11 +50,11 @@ static void op_rdzv_assignment(struct conn *c, uint64_t id, const struct rdzv_as
     }
     for (size_t i = 0; i < n; i++) {
         muster__member__init(&mv[i]);
-        mv[i].node_id = (char *)as->members[i].node_id;
+        mv[i].node_id = (char *)as->members[i].id;
         mv[i].node_rank = as->members[i].node_rank;
         mv[i].rank_start = as->members[i].rank_start;
         mv[i].local_world_size = as->members[i].local_world_size;
-        mv[i].old_node_rank = as->members[i].old_node_rank;
+        mv[i].old_node_rank = as->members[i].old_rank;
         mp[i] = &mv[i];
     }
     size_t nx = as->n_excluded;

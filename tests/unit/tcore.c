@@ -212,8 +212,8 @@ static void t_agreed(struct t_node *o, const struct rdzv_assignment *a)
     off += (size_t)snprintf(o->agreed, cap, "gen %llu prev %llu |", (unsigned long long)a->generation,
                             (unsigned long long)a->previous_generation);
     for (size_t i = 0; i < a->n_members && off < cap; i++)
-        off += (size_t)snprintf(o->agreed + off, cap - off, " %s:%d->%u", a->members[i].node_id,
-                                (int)a->members[i].old_node_rank, a->members[i].node_rank);
+        off += (size_t)snprintf(o->agreed + off, cap - off, " %s:%d->%u", a->members[i].id,
+                                (int)a->members[i].old_rank, a->members[i].node_rank);
     for (size_t i = 0; i < a->n_excluded && off < cap; i++)
         off += (size_t)snprintf(o->agreed + off, cap - off, " x %s:%u:%s", a->excluded[i].node_id,
                                 a->excluded[i].old_node_rank, a->excluded[i].cause);
