@@ -79,6 +79,7 @@ class _State:
     def __init__(self):
         self.world = None
         self.change = None
+        self.store = None
         self.backend = None
         self.timeout = None
         self.gloo_timeout = None
@@ -185,9 +186,14 @@ def _build(change):
     base = MusterStore(_S.store_url, timeout=_S.timeout)
     store = dist.PrefixStore(f"{_core.KEY_TORCH_INPLACE_PREFIX}{change['generation']}/", base)
     timeout = _S.gloo_timeout if _S.backend == "gloo" else _S.timeout
+    # The Python store must outlive the group: torch holds only its C++ half, and a backend that uses the
+    # store after init (NCCL's lazy communicator) finds "Not implemented" once the Python object is gone.
+    old, _S.store = _S.store, (base, store)
     dist.init_process_group(_S.backend, store=store, rank=change["rank"], world_size=change["world_size"],
                             timeout=timeout)
     _S.change = change
+    if old is not None:
+        old[0].close()
 
 
 def init_process_group(backend=None, timeout=None, gloo_timeout=15.0, abort_timeout=10.0, change_timeout=60.0,
