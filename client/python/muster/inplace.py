@@ -180,11 +180,30 @@ def _stop_watcher():
     _S.watcher = None
 
 
+def _arrive(base, prefix, world):
+    """Wait until every rank of the new world is ready to build its group, before the group's own
+    rendezvous starts its clock: a survivor that was no neighbour of a dead gloo rank stays in the old
+    collective until gloo's op timeout, and the others' rendezvous must not run out meanwhile.  The
+    wait is taken in slices; WorldChanged when a newer generation forms during it (a member died)."""
+    end = time.monotonic() + _S.change_timeout
+    while True:
+        try:
+            base.client.barrier(prefix + "arrived", world, timeout=0.2)
+            return
+        except Timeout:
+            if _S.world.wait(0):
+                raise WorldChanged("a newer generation formed while its group was being built") from None
+            if time.monotonic() >= end:
+                raise
+
+
 def _build(change):
     """Initialise the default group of change's world over its generation's own prefix."""
     from .torch import MusterStore
     base = MusterStore(_S.store_url, timeout=_S.timeout)
-    store = dist.PrefixStore(f"{_core.KEY_TORCH_INPLACE_PREFIX}{change['generation']}/", base)
+    prefix = f"{_core.KEY_TORCH_INPLACE_PREFIX}{change['generation']}/"
+    _arrive(base, prefix, change["world_size"])
+    store = dist.PrefixStore(prefix, base)
     timeout = _S.gloo_timeout if _S.backend == "gloo" else _S.timeout
     # The Python store must outlive the group: torch holds only its C++ half, and a backend that uses the
     # store after init (NCCL's lazy communicator) finds "Not implemented" once the Python object is gone.

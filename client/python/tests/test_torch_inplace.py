@@ -1,11 +1,11 @@
 """muster.torch in place (muster/inplace.py) under real `muster run --recovery
 in-place` launchers and a real musterd, with examples/torch_inplace.py on
-gloo: with a worker replaced the survivors finish in the processes they
-started in and every rank of a generation prints the new rank 0's checksum;
-outside `muster run` it is torch's own init_process_group.  The cases of a
-whole node lost (one, two at once, a standby admitted, a rank whose abort
-hangs) are written but skipped, with the reason: they do not pass reliably
-yet.  Skipped without torch or without the CLI ($MUSTER_TEST_CLI)."""
+gloo: the survivors of a lost node, of two lost at once, with a standby
+admitted and with a worker replaced finish in the processes they started in,
+every rank of a generation prints the new rank 0's checksum, a rank whose
+abort hangs exits within its deadline and is replaced, and outside `muster
+run` it is torch's own init_process_group.  Skipped without torch or
+without the CLI ($MUSTER_TEST_CLI)."""
 
 import os
 import re
@@ -99,14 +99,12 @@ def _check_survivors(survivors, world):
     return last
 
 
-@pytest.mark.skip(reason="not reliable yet: under load a rebuild after the loss of a whole node can run past gloo's rendezvous timeout and the survivor exits (docs/launcher.md, torch in place)")
 def test_one_node_lost(daemon, tmp_path):
     nodes = _start(daemon.url(), tmp_path, 4, "3:4")
     nodes[1].kill()
     _check_survivors([nodes[0], nodes[2], nodes[3]], 3)
 
 
-@pytest.mark.skip(reason="not reliable yet: under load a rebuild after the loss of a whole node can run past gloo's rendezvous timeout and the survivor exits (docs/launcher.md, torch in place)")
 def test_two_nodes_lost_at_once(daemon, tmp_path):
     nodes = _start(daemon.url(), tmp_path, 4, "2:4")
     nodes[1].kill()
@@ -114,7 +112,6 @@ def test_two_nodes_lost_at_once(daemon, tmp_path):
     _check_survivors([nodes[0], nodes[3]], 2)
 
 
-@pytest.mark.skip(reason="not reliable yet: under load a rebuild after the loss of a whole node can run past gloo's rendezvous timeout and the survivor exits (docs/launcher.md, torch in place)")
 def test_standby_admitted(daemon, tmp_path):
     url = daemon.url()
     nodes = _start(url, tmp_path, 4, "3:4")
@@ -136,7 +133,6 @@ def test_worker_replaced(daemon, tmp_path):
     assert nodes[1].finished()[-1][1] != victim
 
 
-@pytest.mark.skip(reason="not reliable yet: under load a rebuild after the loss of a whole node can run past gloo's rendezvous timeout and the survivor exits (docs/launcher.md, torch in place)")
 def test_stuck_abort_exits_and_is_replaced(daemon, tmp_path):
     """A rank whose abort never returns exits within its deadline (EXIT_STUCK) instead of hanging; its
     launcher replaces it, and the job finishes with the nodes left."""
