@@ -6,10 +6,12 @@
  * by the call's deadline; nothing here polls.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <muster/world.h>
 
@@ -114,6 +116,17 @@ static int world_read_answer(muster_world *w)
     return rc;
 }
 
+/* Tell `muster run --recovery in-place` that this process follows the world: its launcher names a file
+ * in $MUSTER_WORLD_MARK and stays in place at a loss only when every worker of the node made it (a
+ * plain script never does, and its node restarts instead).  A file that cannot be made is no error. */
+static void world_mark(void)
+{
+    const char *path = getenv("MUSTER_WORLD_MARK");
+    int fd = path && *path ? open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600) : -1;
+    if (fd >= 0)
+        close(fd);
+}
+
 /* Open a world handle. */
 muster_world *muster_world_open(const char *url, const muster_world_opts *opts, int *err)
 {
@@ -147,6 +160,7 @@ muster_world *muster_world_open(const char *url, const muster_world_opts *opts, 
             *err = rc;
         return NULL;
     }
+    world_mark();
     return w;
 }
 

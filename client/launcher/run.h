@@ -96,6 +96,7 @@ struct run_env {
     int max_restarts;
     const char *run_id;        /* TORCHELASTIC_RUN_ID: the job's namespace */
     const char *error_dir;     /* where TORCHELASTIC_ERROR_FILE points, or NULL */
+    int in_place;              /* --recovery in-place: workers get MUSTER_WORLD_MARK in error_dir */
     const int *close_fds;      /* launcher fds the workers must not inherit */
     int n_close_fds;
 };
@@ -159,6 +160,10 @@ void run_torch_exitcode(char *buf, size_t n, int status, int sig);
 void run_torch_report(const struct run_workers *ws, const struct run_env *env);
 /* Make the run's directory, where the workers' error files go, in base (--log-dir; NULL: $TMPDIR); 0 or -1. */
 int run_torch_error_dir(char *dir, size_t n, const char *base, const char *run_id);
+/* Write local rank's world mark path in dir into buf (the file muster_world_open creates); snprintf's. */
+int run_proc_mark(char *buf, size_t n, const char *dir, int local_rank);
+/* Whether every running worker of ws has made its world mark in dir (followers of the world). */
+int run_proc_all_marked(const struct run_workers *ws, const char *dir);
 /* At the end of the run: keep a directory holding error files and name it; remove an empty one. */
 void run_torch_error_keep(const char *dir);
 

@@ -131,12 +131,22 @@ static void run_effects_conn_gone(struct run_ctx *c)
     run_effects_tell(c, RUN_EV_BROKEN);
 }
 
+/* In place, before a loss or a failure is weighed: tell the policy when a running worker has not
+ * opened the world (its mark is missing), so the node restarts instead of waiting on a program that
+ * will never follow the new world. */
+static void run_effects_staying(struct run_ctx *c)
+{
+    if (c->pol.cfg.in_place && *c->error_dir && !run_proc_all_marked(&c->ws, c->error_dir))
+        run_effects_tell(c, RUN_EV_NOT_STAYING);
+}
+
 /* Turn one pushed event into the policy's. */
 static void run_effects_on_event(struct run_ctx *c, const muster_event *e)
 {
     struct run_ev ev = {.generation = e->generation};
     switch (e->kind) {
     case MUSTER_EVENT_MEMBER_LOST:
+        run_effects_staying(c);
         ev.kind = RUN_EV_MEMBER_LOST;
         run_effects_feed(c, &ev, e->node_id);
         break;
@@ -198,6 +208,8 @@ static void run_effects_call_failed(struct run_ctx *c, const char *what, int rc)
 static void run_effects_on_exit(void *arg, const struct run_worker *w)
 {
     struct run_ev ev = {.kind = RUN_EV_WORKER_EXIT, .local_rank = w->local_rank, .status = w->status};
+    if (w->status != 0)
+        run_effects_staying(arg);
     run_effects_feed(arg, &ev, NULL);
 }
 
@@ -455,6 +467,7 @@ static struct run_env run_effects_env(const struct run_ctx *c)
         .max_restarts = (int)c->cfg.max_restarts,
         .run_id = c->run_id,
         .error_dir = c->error_dir,
+        .in_place = c->pol.cfg.in_place,
     };
     return env;
 }
@@ -580,6 +593,10 @@ static void run_effects_say(const struct run_ctx *c, enum run_note note, const c
         break;
     case RUN_NOTE_STANDBY:
         fprintf(stderr, RUN_TAG "waiting as a standby until a round admits this node\n");
+        break;
+    case RUN_NOTE_NOT_STAYING:
+        fprintf(stderr, RUN_TAG "--recovery in-place, but a worker never opened the world (muster.torch, or "
+                        "muster/world.h): this node recovers by restarting its workers\n");
         break;
     }
 }

@@ -492,6 +492,14 @@ void run_policy_step(struct run_policy *p, const struct run_ev *ev, struct run_a
     case RUN_EV_BROKEN:
         p->lost = 1;
         break;
+    case RUN_EV_NOT_STAYING:
+        /* A worker that does not follow the world cannot stay: this node recovers as without the mode,
+         * from now on, and says so once. */
+        if (p->cfg.in_place) {
+            p->cfg.in_place = 0;
+            run_policy_act(out, RUN_ACT_SAY, RUN_NOTE_NOT_STAYING);
+        }
+        break;
     case RUN_EV_WATCH_ENDED:
         p->watching = 0;
         break;

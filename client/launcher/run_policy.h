@@ -94,6 +94,7 @@ enum run_ev_kind {
     RUN_EV_WATCH_ENDED,  /* the server dropped the done key's watch */
     RUN_EV_SIGNAL,       /* sig: SIGINT or SIGTERM reached the launcher */
     RUN_EV_RECOVER_FAILED, /* status: the recovery round left this node out, timed out or could not be asked */
+    RUN_EV_NOT_STAYING,  /* in place: a worker never opened the world (a plain script): recover by restart */
 };
 
 /* One event. */
@@ -148,6 +149,7 @@ enum run_note {
     RUN_NOTE_REPLACE,     /* in place: re-joining to replace the failed worker, the others keep running */
     RUN_NOTE_FALLBACK,    /* in place: the recovery failed; restarting the workers instead */
     RUN_NOTE_STANDBY,     /* --standby: waiting as a spare until a round admits this node */
+    RUN_NOTE_NOT_STAYING, /* in place, but a worker does not follow the world: restarting instead (once) */
 };
 
 /* One action. */

@@ -224,7 +224,32 @@ static void run_proc_env_build(struct run_proc_env *e, const struct run_env *env
     run_proc_env_put(e, "MUSTER_URL", env->url, 1);
     run_proc_env_put(e, "MASTER_ADDR", env->master_addr, 1);
     run_proc_env_put_u(e, "MASTER_PORT", env->master_port);
+    if (env->in_place && env->error_dir && *env->error_dir) {
+        char mark[320];
+        run_proc_mark(mark, sizeof mark, env->error_dir, local_rank);
+        run_proc_env_put(e, "MUSTER_WORLD_MARK", mark, 1);
+    }
     run_torch_worker_env(e, env, local_rank);
+}
+
+/* Write local rank's world mark path in dir. */
+int run_proc_mark(char *buf, size_t n, const char *dir, int local_rank)
+{
+    return snprintf(buf, n, "%s/.world-%d", dir, local_rank);
+}
+
+/* Whether every running worker has made its world mark. */
+int run_proc_all_marked(const struct run_workers *ws, const char *dir)
+{
+    char mark[320];
+    for (int i = 0; i < ws->n; i++) {
+        if (ws->w[i].pid <= 0)
+            continue;
+        run_proc_mark(mark, sizeof mark, dir, ws->w[i].local_rank);
+        if (access(mark, F_OK) != 0)
+            return 0;
+    }
+    return 1;
 }
 
 /* Fill the places to try the program, as execvp() searches them: argv[0] itself when it holds a

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -264,10 +265,28 @@ int run_torch_error_dir(char *dir, size_t n, const char *base, const char *run_i
 
 /* At the end of the run: a directory holding error files is kept (torchrun keeps them) and named; an
  * empty one is removed.  Safe on an empty name. */
+static void run_torch_unmark(const char *dir);
+
 void run_torch_error_keep(const char *dir)
 {
     if (!dir || !*dir)
         return;
+    run_torch_unmark(dir);
     if (rmdir(dir) < 0 && (errno == ENOTEMPTY || errno == EEXIST))
         fprintf(stderr, RUN_TAG "error files kept in %s\n", dir);
+}
+
+/* Remove the workers' world marks (run_proc_mark: ".world-<local rank>"), so only error files can keep
+ * the directory. */
+static void run_torch_unmark(const char *dir)
+{
+    char path[320];
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, ".world-", 7) == 0 && snprintf(path, sizeof path, "%s/%s", dir, e->d_name) <
+                                                         (int)sizeof path)
+            unlink(path);
+    if (d)
+        closedir(d);
 }

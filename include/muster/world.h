@@ -81,7 +81,9 @@ typedef struct muster_world_opts {
 #define MUSTER_WORLD_OPTS_INIT {NULL, -1, 0}
 
 /* Open a world handle on its own connection to url (NULL: $MUSTER_URL) and watch the generation key;
- * NULL with *err set on failure (MUSTER_EINVAL: no node id or generation to start from). */
+ * NULL with *err set on failure (MUSTER_EINVAL: no node id or generation to start from).  It also
+ * creates the file $MUSTER_WORLD_MARK names, if any: `muster run --recovery in-place` keeps a node's
+ * workers in place at a loss only when each of them has opened the world. */
 MUSTER_API muster_world *muster_world_open(const char *url, const muster_world_opts *opts, int *err);
 /* Close the handle; NULL is a no-op. */
 MUSTER_API void muster_world_close(muster_world *w);

@@ -55,6 +55,24 @@ static void t_lost_recovers(void *arg)
     CHECK_STR(t_turn(&p), "say recover, recover");
 }
 
+/* In place, but a worker never opened the world (a plain script): the node says so once and recovers
+ * as without the mode, stopping its workers to re-form, from then on. */
+static void t_not_staying_restarts(void *arg)
+{
+    (void)arg;
+    struct run_policy p;
+    t_init_mode(&p, 2, 4, 1, 0);
+    t_running(&p, 1, 4, 2);
+    CHECK_STR(t_feed(&p, (struct run_ev){.kind = RUN_EV_NOT_STAYING}), "say not-staying");
+    CHECK_EQ(p.cfg.in_place, 0);
+    CHECK_STR(t_feed(&p, (struct run_ev){.kind = RUN_EV_NOT_STAYING}), "");   /* once */
+    CHECK_STR(t_feed(&p, (struct run_ev){.kind = RUN_EV_MEMBER_LOST, .generation = 1}), "say lost");
+    const char *turn = t_turn(&p);
+    CHECK(strstr(turn, "recover") == NULL);
+    CHECK(strstr(turn, "signal") != NULL);
+    CHECK(p.state != RUN_ST_RECOVERING);
+}
+
 /* A local worker that failed: report it, join again (the others run on) and replace it. */
 static void t_failed_rejoins(void *arg)
 {
@@ -229,6 +247,7 @@ int main(void)
 {
     h_init("unit-launcher-inplace", 30);
     H_RUN(t_lost_recovers, NULL);
+    H_RUN(t_not_staying_restarts, NULL);
     H_RUN(t_failed_rejoins, NULL);
     H_RUN(t_lost_outranks_failed, NULL);
     H_RUN(t_recover_fails, NULL);

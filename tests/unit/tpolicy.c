@@ -27,7 +27,7 @@ static const char *t_act_name(enum run_act_kind k)
 static const char *t_note_name(int n)
 {
     static const char *const names[] = {"lost",    "grow",    "ended",    "signal", "kill", "no-restarts", "restart",
-                                        "finished", "recover", "replace", "fallback", "standby"};
+                                        "finished", "recover", "replace", "fallback", "standby", "not-staying"};
     return n >= 0 && (unsigned)n < sizeof names / sizeof names[0] ? names[n] : "?";
 }
 

@@ -38,13 +38,13 @@ def _cli():
 class Node:
     """One `muster run --recovery in-place` launcher of one rank."""
 
-    def __init__(self, url, i, tmp, nnodes, *extra, env=None):
+    def __init__(self, url, i, tmp, nnodes, *extra, env=None, script=EXAMPLE):
         self.out = tmp / f"n{i}.out"
         self.err = tmp / f"n{i}.err"
         e = dict(os.environ, MUSTER_DEMO_ITERATIONS=str(STEPS), MUSTER_DEMO_INTERVAL_MS="100", **(env or {}))
         argv = [_cli(), "--url", url, "run", "--nnodes", nnodes, "--nproc-per-node", "1", "--recovery", "in-place",
                 "--max-restarts", "3", "--node-id", f"n{i}", "--last-call", "1000", *extra,
-                sys.executable, EXAMPLE]
+                sys.executable, script]
         with open(self.out, "w") as out, open(self.err, "w") as err:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=e, start_new_session=True)
 
@@ -167,3 +167,26 @@ def test_not_in_place_is_plain():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "0"]
+
+
+def test_plain_script_restarts_and_says_so(daemon, tmp_path):
+    """A script that never opens the world (no muster.torch) cannot stay in place: at the loss each
+    surviving node says so once and recovers as --recovery restart does, with new processes, and the
+    job finishes with the nodes left; nothing hangs."""
+    url = daemon.url()
+    script = os.path.join(os.path.dirname(__file__), "plain_loop.py")
+    nodes = [Node(url, i, tmp_path, "2:3", script=script) for i in range(3)]
+    end = time.monotonic() + START_S
+    while not all("iteration 3:" in x.out.read_text() for x in nodes):
+        assert time.monotonic() < end, "the job did not start:\n" + "\n".join(x.err.read_text() for x in nodes)
+        time.sleep(0.1)
+    first = {i: re.search(r"pid (\d+)", nodes[i].out.read_text()).group(1) for i in (0, 2)}
+    nodes[1].kill()
+    for i in (0, 2):
+        x = nodes[i]
+        assert x.wait(END_S) == 0, x.err.read_text()
+        assert x.err.read_text().count("never opened the world") == 1, x.err.read_text()
+        last = x.out.read_text().splitlines()[-1]
+        assert "finished" in last and last.endswith("world 2"), last
+        assert f"pid {first[i]} finished" not in last, "the worker was not restarted"
+
