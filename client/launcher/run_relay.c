@@ -123,10 +123,17 @@ static void run_relay_slots_free(struct run_relay_conn *c)
     c->nslots = 0;
 }
 
-/* Close c, with the reason on stderr (TCPStore has no error reply). */
+static void run_relay_flush(struct run_relay *r, struct run_relay_conn *c);
+
+/* Close c, with the reason on stderr (TCPStore has no error reply).  The replies already complete go out
+ * first (as far as the socket takes them now): a refused request must not take the answers of the
+ * requests before it along. */
 void run_relay_close(struct run_relay *r, struct run_relay_conn *c, const char *fmt, ...)
 {
-    (void)r;
+    if (c->dead)
+        return;
+    run_relay_pump(c);
+    run_relay_flush(r, c);
     if (c->dead)
         return;
     char why[256];

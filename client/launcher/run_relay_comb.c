@@ -10,6 +10,9 @@
  *     count after the whole batch; the batch's requests are handed base +
  *     the running sum in arrival order (base = v - sum), which is what each
  *     would have seen had the adds run one after another at that point.
+ *     An add whose delta would make the batch's sum overflow int64 goes on
+ *     its own, and a batch that overflows at musterd is sent again add by
+ *     add: only the add that overflows fails, as it would one by one.
  *   - GET: likewise, the gets of a key that arrive while two are in flight
  *     wait for a later call, so every get reads the store after it arrived
  *     (never an answer read before it).
@@ -170,6 +173,7 @@ static void run_relay_comb_drop(struct run_relay_batch *b)
 }
 
 static void run_relay_comb_done(muster_t *m, const muster_reply *rep, void *arg);
+static int run_relay_comb_add_alone(struct run_relay *r, struct run_relay_key *e, const struct run_relay_member *m);
 
 /* The name of kind, for messages. */
 static const char *run_relay_comb_name(const struct run_relay_member *m, enum run_relay_comb_kind kind)
@@ -336,24 +340,34 @@ static void run_relay_comb_done(muster_t *m, const muster_reply *rep, void *arg)
     }
     if (kind == COMB_WAIT && rep->err == MUSTER_ETIMEDOUT) {
         run_relay_comb_rewait(r, b);
+    } else if (kind == COMB_ADD && rep->err == MUSTER_EOVERFLOW && b->n > 1) {
+        /* The sum overflowed at musterd: each add again on its own, so a batch-mate of the one that
+         * overflows (an add of 0, say) still gets its answer. */
+        for (size_t i = 0; i < b->n; i++)
+            if (run_relay_comb_live(&b->m[i]))
+                run_relay_comb_add_alone(r, e, &b->m[i]);
+        run_relay_comb_drop(b);
     } else if (kind == COMB_WAIT && rep->err == MUSTER_OK && rep->number) {
         run_relay_comb_handoff(r, b);
     } else {
         int ok = rep->err == MUSTER_OK || (kind == COMB_GET && rep->err == MUSTER_ENOTFOUND);
-        int64_t count = rep->number - b->sum; /* ADD: the count before the batch */
+        /* ADD: the count before the batch, then after each member in arrival order; the sum never
+         * overflowed (run_relay_comb_submit checks), and unsigned arithmetic keeps a partial count that
+         * would leave int64 defined. */
+        uint64_t count = (uint64_t)rep->number - (uint64_t)b->sum;
         uint64_t *combined = kind == COMB_ADD   ? &r->st.adds_combined
                              : kind == COMB_GET ? &r->st.gets_combined
                                                 : &r->st.waits_joined;
         *combined += b->n - 1;
         for (size_t i = 0; i < b->n; i++) {
             struct run_relay_member *mb = &b->m[i];
-            count += mb->delta;
+            count += (uint64_t)mb->delta;
             if (!run_relay_comb_live(mb))
                 continue;
             if (!ok)
                 run_relay_upstream_failed(r, mb->c, run_relay_comb_name(mb, kind), rep->err, rep->detail);
             else
-                run_relay_comb_answer(r, b, mb, rep, count);
+                run_relay_comb_answer(r, b, mb, rep, (int64_t)count);
         }
         run_relay_comb_drop(b);
     }
@@ -362,6 +376,21 @@ static void run_relay_comb_done(muster_t *m, const muster_reply *rep, void *arg)
         e->holds--;
         run_relay_comb_forget(r, e);
     }
+}
+
+/* Send m's ADD of e's key upstream on its own, as one of the key's calls in flight: its delta would make
+ * the batch's sum overflow, or the batch it rode in overflowed at musterd.  So only the add that
+ * overflows fails, as it would one by one.  0, or -1 with m's connection closed. */
+static int run_relay_comb_add_alone(struct run_relay *r, struct run_relay_key *e, const struct run_relay_member *m)
+{
+    struct run_relay_batch *b = run_relay_comb_batch(r, e, COMB_ADD);
+    if (!b || run_relay_comb_join(b, m) != 0) {
+        free(b);
+        run_relay_close(r, m->c, "out of memory");
+        return -1;
+    }
+    run_relay_comb_send(r, b);
+    return 0;
 }
 
 /* Send a batch of one member on its own (a wait that cannot share its key's batch); 0, or -1 with m's
@@ -463,6 +492,9 @@ static int run_relay_comb_submit(struct run_relay *r, const char *k, enum run_re
         e->queued[kind] = b;
     if (b)
         b->at_least = e->at_least;
+    int64_t sum;
+    if (b && kind == COMB_ADD && b->n > 0 && __builtin_add_overflow(b->sum, m->delta, &sum))
+        return run_relay_comb_add_alone(r, e, m);   /* the batch's sum would overflow: not combined */
     if (!b || run_relay_comb_join(b, m) != 0) {
         run_relay_comb_forget(r, e);
         run_relay_close(r, m->c, "out of memory");

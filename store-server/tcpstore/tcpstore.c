@@ -94,6 +94,22 @@ void tcpstore_fail(struct ts_conn *c, enum stat_id stat, const char *fmt, ...)
     tcpstore_close(c, msg);
 }
 
+/* Count stat, log why and close c once what it has queued went out: for a well-formed request the store
+ * refused (TCPStore has no error reply), so the answers of the requests before it still reach the client,
+ * and nothing after it is read. */
+void tcpstore_decline(struct ts_conn *c, enum stat_id stat, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    stats_inc(&c->ts->srv->stats, stat);
+    log_msg(LOG_INFO, "tcpstore conn %llu %s: closing after its replies: %s", (unsigned long long)c->life.id,
+            tcpstore_peer(c), msg);
+    tcpstore_finish(c);
+}
+
 /* Flush what c has queued, then close it. */
 void tcpstore_finish(struct ts_conn *c)
 {

@@ -81,6 +81,8 @@ struct tcpstore {
 void tcpstore_put(struct ts_conn *c, const void *p, size_t n);
 /* Count stat, log why at info level and close c (TCPStore has no error reply). */
 void tcpstore_fail(struct ts_conn *c, enum stat_id stat, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same for a well-formed request the store refused: close once the replies before it went out. */
+void tcpstore_decline(struct ts_conn *c, enum stat_id stat, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Close c at once (freed on a later loop turn); its parked request is dropped silently. */
 void tcpstore_close(struct ts_conn *c, const char *why);
 /* Flush what c has queued, then close it. */

@@ -35,11 +35,11 @@ static void tsops_refused(struct ts_conn *c, const struct ts_req *r, int st)
 {
     const char *op = tscodec_name(r->op);
     if (st == MUSTER__STATUS__NOT_A_NUMBER || st == MUSTER__STATUS__OVERFLOW)
-        tcpstore_fail(c, STAT_TS_BAD_REQUEST, "%s '%.200s': %s", op, tsops_key(r),
-                      st == MUSTER__STATUS__OVERFLOW ? "int64 overflow" : "value is not a decimal integer");
+        tcpstore_decline(c, STAT_TS_BAD_REQUEST, "%s '%.200s': %s", op, tsops_key(r),
+                         st == MUSTER__STATUS__OVERFLOW ? "int64 overflow" : "value is not a decimal integer");
     else
-        tcpstore_fail(c, STAT_TS_LIMIT_STORE, "%s '%.200s': refused by the namespace's limits (status %d)", op,
-                      tsops_key(r), st);
+        tcpstore_decline(c, STAT_TS_LIMIT_STORE, "%s '%.200s': refused by the namespace's limits (status %d)", op,
+                         tsops_key(r), st);
 }
 
 /* VALIDATE: a repeated handshake must still carry the magic; no reply. */

@@ -116,6 +116,57 @@ static void t_combine(uint16_t port)
     tsw_free(&b);
 }
 
+/* NCONN / 2 connections each ADD 2^61 to one key and NCONN / 2 others ADD 0, all at once, so the adds the
+ * relay would combine sum past INT64_MAX: as one by one, exactly three of the big adds succeed (2^61,
+ * 2^62, 3 * 2^61), the others are refused (their connections closed, TCPStore has no error answer),
+ * and every add of 0 is answered with a count of that sequence, none closed because a batch-mate
+ * overflowed. */
+static void t_add_overflow(uint16_t port)
+{
+    const int64_t big = (int64_t)1 << 61;
+    int fd[NCONN], answered = 0, zeros = 0;
+    int64_t seen[NCONN / 2];
+    struct tsw_buf b = {0};
+    for (int i = 0; i < NCONN; i++)
+        fd[i] = tsw_open(port);
+    for (int i = 0; i < NCONN; i++) {
+        add_req(&b, "ovf", i % 2 ? 0 : big);
+        if (fd[i] >= 0)
+            CHECK_EQ(tsw_send(fd[i], &b), 0);
+        b.n = 0;
+    }
+    for (int i = 0; i < NCONN; i++) {
+        int ok = 0;
+        int64_t v = fd[i] >= 0 ? tsw_i64(fd[i], 10000, &ok) : 0;
+        if (i % 2) {
+            CHECK(ok);   /* an add of 0 never fails */
+            zeros += ok && (v == 0 || v == big || v == 2 * big || v == 3 * big);
+        } else if (ok) {
+            seen[answered++] = v;
+        }
+    }
+    CHECK_EQ(zeros, NCONN / 2);
+    CHECK_EQ(answered, 3);
+    int64_t total = 0;
+    for (int k = 0; k < answered; k++)
+        total += seen[k] / big;   /* 1 + 2 + 3 when the three got 2^61, 2^62 and 3 * 2^61 */
+    CHECK_EQ(total, 6);
+    int g = tsw_open(port);
+    if (g >= 0) {
+        CHECK_EQ(tsw_req(g, TSW_GET, "ovf", NULL), 0);
+        char *v = tsw_blob(g, 5000, NULL);
+        char want[32];
+        snprintf(want, sizeof want, "%lld", (long long)(3 * big));
+        CHECK(v && strcmp(v, want) == 0);
+        free(v);
+        close(g);
+    }
+    for (int i = 0; i < NCONN; i++)
+        if (fd[i] >= 0)
+            close(fd[i]);
+    tsw_free(&b);
+}
+
 /* One connection pipelines SET, GET, ADD, CHECK, PING, GETNUMKEYS and DELETE_KEY in one write: the
  * replies come in request order. */
 static void t_pipeline(uint16_t port)
@@ -442,6 +493,7 @@ static void t_relay(void *arg)
     CHECK(hr_await_file("port", 15000) && sscanf(hr_out_file("port", pbuf, sizeof pbuf), "%u", &port) == 1);
     if (port) {
         t_combine((uint16_t)port);
+        t_add_overflow((uint16_t)port);
         t_pipeline((uint16_t)port);
         t_waiters((uint16_t)port);
         t_barrier((uint16_t)port);
