@@ -155,8 +155,11 @@ static int conn_attempt(muster_t *m, uint64_t deadline)
     conn_drop(m);
     m->broken = 0;
     m->fd = sock_connect(m->url.host, m->url.port, deadline, why, sizeof why);
-    if (m->fd < 0)
-        return error_set(m, MUSTER_ECONN, "%s", why);
+    m->connect_final = m->fd == -2;
+    if (m->fd < 0) {
+        m->fd = -1;
+        return error_set(m, MUSTER_ECONN, "cannot reach %s port %u: %s", m->url.host, (unsigned)m->url.port, why);
+    }
     int rc = m->url.tls ? tls_connect(m, deadline, why, sizeof why) : MUSTER_OK;
     if (rc != MUSTER_OK) {
         conn_drop(m);
@@ -230,7 +233,7 @@ int conn_establish(muster_t *m, uint64_t deadline)
          * attempt mid-way, the caller learns it was refused rather than "cannot connect". */
         if (rc == MUSTER_ELIMIT)
             memcpy(refusal, m->last_error, sizeof refusal);
-        if (!conn_retryable(rc) || deadline_left(deadline) == 0) {
+        if (!conn_retryable(rc) || (m->connect_final && m->url.n_endpoints == 1) || deadline_left(deadline) == 0) {
             if (refusal[0] && (rc == MUSTER_ETIMEDOUT || rc == MUSTER_ECONN)) {
                 memcpy(m->last_error, refusal, sizeof refusal);
                 rc = MUSTER_ELIMIT;
@@ -239,8 +242,12 @@ int conn_establish(muster_t *m, uint64_t deadline)
             /* Any transport failure that outlasted the deadline reads "cannot connect". */
             return rc == MUSTER_ETIMEDOUT ? MUSTER_ECONN : rc;
         }
-        log_emit(m, MUSTER_LOG_INFO, "attempt %u to reach %s port %u: %s; %s", attempt, m->url.host,
-                 (unsigned)m->url.port, m->last_error, m->has_redirect ? "following" : "retrying");
+        if (strncmp(m->last_error, "cannot reach ", 13) == 0) /* the error names the target already */
+            log_emit(m, MUSTER_LOG_INFO, "attempt %u: %s; %s", attempt, m->last_error,
+                     m->has_redirect ? "following" : "retrying");
+        else
+            log_emit(m, MUSTER_LOG_INFO, "attempt %u to reach %s port %u: %s; %s", attempt, m->url.host,
+                     (unsigned)m->url.port, m->last_error, m->has_redirect ? "following" : "retrying");
         if (m->has_redirect && hops < CONN_MAX_REDIRECTS)
             continue;
         /* A failed redirect does not count against the listed endpoints. */

@@ -113,6 +113,7 @@ struct muster {
     muster_url url;
     uint32_t default_timeout_ms;
     char client_name[128];
+    int connect_final;            /* the last connect attempt named a host that does not exist */
     char credential[40];          /* $MUSTER_CREDENTIAL at connect: a member's, handed to its workers */
     muster_log_fn log_fn;
     void *log_arg;
@@ -198,7 +199,7 @@ int url_parse_endpoint(const char *text, muster_endpoint *e);
 
 /* Resolve host:port and connect to the first address that answers, before
  * deadline; returns the non-blocking fd, or -1 with the reason in why. */
-int sock_connect(const char *host, uint16_t port, uint64_t deadline, char *why, size_t whylen);
+int sock_connect(const char *host, uint16_t port, uint64_t deadline, char *why, size_t whylen);  /* -2: no such host */
 /* poll() fd for events until deadline; returns revents, 0 on timeout, -1 on error. */
 int sock_wait(int fd, short events, uint64_t deadline);
 

@@ -66,7 +66,8 @@ static int sock_try(const struct addrinfo *ai, uint64_t deadline, int *err)
 }
 
 /* Resolve host:port and connect to the first address that answers, before
- * deadline; returns the non-blocking fd, or -1 with the reason in why. */
+ * deadline; returns the non-blocking fd, or -1 with the reason in why, or -2
+ * when the host name does not exist (no retry will make it resolve). */
 int sock_connect(const char *host, uint16_t port, uint64_t deadline, char *why, size_t whylen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -79,7 +80,9 @@ int sock_connect(const char *host, uint16_t port, uint64_t deadline, char *why, 
     int gai = getaddrinfo(host, service, &hints, &res);
     if (gai != 0) {
         snprintf(why, whylen, "cannot resolve the host name: %s", gai_strerror(gai));
-        return -1;
+        /* A name the resolver says does not exist fails at once; a resolver that could not answer
+         * (EAI_AGAIN, a network error) is tried again. */
+        return gai == EAI_NONAME || gai == EAI_FAIL ? -2 : -1;
     }
     size_t left = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next)

@@ -25,6 +25,7 @@ struct run_cfg {
     uint32_t max_restarts;
     const char *node_id;
     uint32_t rdzv_timeout_ms;
+    uint32_t connect_timeout_ms; /* reaching the store: a down store or a wrong host fails within it */
     uint32_t last_call_ms;
     uint32_t grace_ms;
     int prefix;

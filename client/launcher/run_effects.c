@@ -267,6 +267,28 @@ static int run_effects_wait_ms(const struct run_ctx *c)
 
 /* ----------------------------------------------------------- rendezvous */
 
+/* What libmuster says while connecting: the first failed attempt is told at once, with what is retried
+ * and for how long (a down store or a wrong host must not look like a silent launcher).  One per process:
+ * the handle keeps its log callback for life, so the state must outlive the connect. */
+static struct run_connect_log {
+    uint32_t timeout_ms;
+    int told;
+    char last[256];
+} run_connect_log;
+
+/* libmuster's log callback while connecting. */
+static void run_effects_connect_log(void *arg, int level, const char *msg)
+{
+    struct run_connect_log *l = arg;
+    if (level > MUSTER_LOG_INFO)
+        return;
+    snprintf(l->last, sizeof l->last, "%s", msg);
+    if (level == MUSTER_LOG_INFO && !l->told && strstr(msg, "; retrying")) {
+        l->told = 1;
+        fprintf(stderr, RUN_TAG "%s for up to %u s (--connect-timeout)\n", msg, (unsigned)(l->timeout_ms / 1000));
+    }
+}
+
 /* Connect (again) to the store when there is no usable handle; returns 0 or an exit status. */
 static int run_effects_connect(struct run_ctx *c)
 {
@@ -276,13 +298,17 @@ static int run_effects_connect(struct run_ctx *c)
         return CLI_ERROR;
     muster_close(c->m);
     c->conn_lost = 0;
-    muster_opts o = {.connect_timeout_ms = c->cfg.rdzv_timeout_ms, .client_name = "muster run"};
+    struct run_connect_log *l = &run_connect_log;
+    *l = (struct run_connect_log){.timeout_ms = c->cfg.connect_timeout_ms};
+    muster_opts o = {.connect_timeout_ms = c->cfg.connect_timeout_ms, .client_name = "muster run",
+                     .log_fn = run_effects_connect_log, .log_arg = l};
     int err = 0;
     c->m = muster_connect_opts(c->url, &o, &err);
     if (!c->m) {
         char where[600];
         cli_url_redacted(c->url, where, sizeof where); /* the URL's token stays out of logs */
-        fprintf(stderr, RUN_TAG "cannot connect to %s: %s\n", where, muster_strerror(err));
+        fprintf(stderr, RUN_TAG "cannot connect to %s: %s%s%s\n", where, muster_strerror(err), *l->last ? ": " : "",
+                l->last);
         return err == MUSTER_ETIMEDOUT || err == MUSTER_ECONN ? CLI_CONNECT : CLI_ERROR;
     }
     /* Workers must not inherit the launcher's membership connection. */

@@ -39,6 +39,8 @@ static const struct run_opt run_opts_table[] = {
     {"max-restarts", RUN_OPT_UINT, RUN_OFF(max_restarts), "K", "re-form at most K times after failures (default 0)"},
     {"node-id", RUN_OPT_STR, RUN_OFF(node_id), "ID", "this node's id; ranks follow id order (default HOST-PID)"},
     {"rdzv-timeout", RUN_OPT_SECONDS, RUN_OFF(rdzv_timeout_ms), "S", "wait at most S seconds for a round (default 600)"},
+    {"connect-timeout", RUN_OPT_SECONDS, RUN_OFF(connect_timeout_ms), "S",
+     "give up reaching the store after S seconds, naming host, port and why (default 60)"},
     {"last-call", RUN_OPT_MS, RUN_OFF(last_call_ms), "MS", "after MIN nodes, wait MS for more (default 1000)"},
     {"grace", RUN_OPT_SECONDS, RUN_OFF(grace_ms), "S", "SIGTERM to SIGKILL delay when stopping workers (default 5)"},
     {"prefix-output", RUN_OPT_FLAG, RUN_OFF(prefix), NULL, "prefix worker output lines with [rank]: "},
@@ -73,6 +75,7 @@ static const struct {
     const char *env;
 } run_opts_envs[] = {
     {"relay-request-timeout", "MUSTER_RELAY_REQUEST_TIMEOUT"},
+    {"connect-timeout", "MUSTER_CONNECT_TIMEOUT"},
 };
 
 #define RUN_OPTS_ENVS_N (sizeof run_opts_envs / sizeof run_opts_envs[0])
@@ -298,6 +301,7 @@ void run_opts_defaults(struct run_cfg *cfg)
     cfg->nnodes[0] = cfg->nnodes[1] = 1;
     cfg->nproc = 1;
     cfg->rdzv_timeout_ms = 600000;
+    cfg->connect_timeout_ms = 60000;
     cfg->last_call_ms = 1000;
     cfg->grace_ms = 5000;
     cfg->relay_max_conns = 4096;

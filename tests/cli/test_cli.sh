@@ -212,6 +212,20 @@ checks=$((checks + 1))
 # 4: cannot connect.  Port 1, not the stopped daemon's: under a parallel test run another daemon may
 # already have been given that port.
 expect 4 "connection refused" --url "tcp://127.0.0.1:1/cli" --timeout 500 get k
+expect_err "cannot reach 127.0.0.1 port 1: Connection refused" "a refused connection names host, port and why"
+# A host that does not exist fails at once, not after the call's whole timeout.
+start=$(date +%s)
+expect 4 "no such host" --url "tcp://no-such-host.invalid:1/cli" --timeout 20000 get k
+expect_err "no-such-host.invalid port 1: cannot resolve the host name" "an unknown host is named"
+checks=$((checks + 1))
+[ $(($(date +%s) - start)) -lt 10 ] || fail "an unknown host was retried for the call's whole timeout"
+# muster run: a down store is told at once with what is retried, and ends within --connect-timeout.
+start=$(date +%s)
+expect 4 "muster run against a down store" --url "tcp://127.0.0.1:1/cli" run --connect-timeout 2 true
+expect_err "cannot reach 127.0.0.1 port 1: Connection refused; retrying for up to 2 s (--connect-timeout)" \
+    "muster run says at once what it retries"
+checks=$((checks + 1))
+[ $(($(date +%s) - start)) -lt 12 ] || fail "muster run outlived --connect-timeout 2"
 
 echo "cli: $checks checks, $failed failed"
 [ "$failed" = 0 ]
