@@ -368,8 +368,15 @@ static int run_effects_rdzv(struct run_ctx *c, int flags)
     run_joining = 0;
     if (rc)
         return rc;
-    if (first && run_effects_completed_before(c))
-        return -1;
+    if (first && run_effects_completed_before(c)) {
+        if (c->u.ns[0])
+            return -1;   /* a named job ran to completion: nothing to run, as torchrun's closed rendezvous */
+        /* A job without a name of its own shares the default namespace with every other unnamed launch
+         * on this musterd: "nothing to run" would read as success to a scheduler, so it is an error. */
+        fprintf(stderr, RUN_TAG "this launch has no job name of its own (no --rdzv-id, no namespace in the store "
+                                "URL) and an earlier unnamed job completed there: not run; give each job an id\n");
+        return CLI_ERROR;
+    }
     muster_rdzv_opts o = {
         .node_id = c->node_id,
         .local_world_size = c->cfg.nproc,

@@ -344,6 +344,31 @@ static void t_completed_before(void *arg)
     CHECK_EQ(h_stop(&d), 0);
 }
 
+/* A launch without a job name (the default namespace) after an earlier unnamed job completed there runs
+ * nothing and fails: a scheduler must not read "nothing to run" as success. */
+static void t_completed_unnamed(void *arg)
+{
+    (void)arg;
+    int before = h_failures();
+    struct h_daemon d;
+    struct hr_launcher la, lb;
+    char url[128], buf[4096];
+    hr_fresh_out("unnamed");
+    if (h_start(&d, NULL) < 0)
+        return;
+    h_url(&d, NULL, NULL, url, sizeof url);
+    const char *w = hr_script("unnamed.sh", "exit 0\n");
+    const char *a[] = {"--url", url, "--nnodes", "1", "--nproc-per-node", "1", w, NULL};
+    hr_launch(&la, "unnamed-a", a);
+    CHECK_EQ(hr_finish(&la, 20000), 0);
+    hr_launch(&lb, "unnamed-b", a);
+    CHECK_EQ(hr_finish(&lb, 20000), 5);
+    CHECK(strstr(hr_slurp(lb.err, buf, sizeof buf), "no job name of its own") != NULL);
+    hr_show(&la, before);
+    hr_show(&lb, before);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
 static const char grow_worker[] =
     "\"$MUSTER\" set \"grow/$MUSTER_GENERATION/$RANK\" \"$WORLD_SIZE $MUSTER_RESTART_COUNT\" || exit 9\n"
     "if [ \"$WORLD_SIZE\" = 2 ]; then exec sleep 60; fi\n";
@@ -481,6 +506,7 @@ int main(void)
     H_RUN(t_two_launchers, NULL);
     H_RUN(t_two_finish, NULL);
     H_RUN(t_completed_before, NULL);
+    H_RUN(t_completed_unnamed, NULL);
     H_RUN(t_scale_up, NULL);
     H_RUN(t_timeout_and_usage, NULL);
     H_RUN(t_token_not_shown, NULL);
