@@ -321,10 +321,61 @@ static void rdzv_answer(struct rdzv *rz, uint32_t world, uint64_t prev, const st
     free(xv);
 }
 
+/* A node of a set being formed, with its place in the set (rdzv_form_unique sorts these). */
+struct rdzv_place {
+    struct rdzv_node *n;
+    size_t pos;
+};
+
+/* Order places by node id, then by place in the set. */
+static int rdzv_cmp_place(const void *a, const void *b)
+{
+    const struct rdzv_place *x = a, *y = b;
+    int c = strcmp(x->n->id, y->n->id);
+    return c ? c : x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* Keep one node per id in a set about to form a generation: the round, the recovery queue, the standbys
+ * and the members are queues of their own, so two nodes can claim one id (a newcomer with a survivor's,
+ * a standby with a joiner's).  The first in the set's order keeps it; a later one is answered CONFLICT
+ * and leaves its queue, so places, answers and ranks never collide.  O(n log n), once per formation. */
+static void rdzv_form_unique(struct rdzv *rz, struct rdzv_set *nodes)
+{
+    struct rdzv_place *v = nodes->n > 1 ? malloc(nodes->n * sizeof *v) : NULL;
+    if (!v)
+        return;   /* one node, or no memory: the set is kept as it is */
+    for (size_t i = 0; i < nodes->n; i++)
+        v[i] = (struct rdzv_place){nodes->v[i], i};
+    qsort(v, nodes->n, sizeof *v, rdzv_cmp_place);
+    size_t ndup = 0;
+    for (size_t i = 1; i < nodes->n; i++)
+        if (strcmp(v[i].n->id, v[i - 1].n->id) == 0) {
+            nodes->v[v[i].pos] = NULL;
+            v[ndup++].n = v[i].n;   /* v[0..ndup) are read no more as places: reuse them for the refused */
+        }
+    size_t j = 0;
+    for (size_t i = 0; i < nodes->n; i++)
+        if (nodes->v[i])
+            nodes->v[j++] = nodes->v[i];
+    nodes->n = j;
+    for (size_t k = 0; k < ndup; k++) {
+        struct rdzv_node *d = v[k].n;
+        char msg[RDZV_ID_MAX + 96];
+        uint64_t id = d->join_id;
+        snprintf(msg, sizeof msg, "node_id '%s' is already taken by another node of generation %" PRIu64, d->id,
+                 rz->generation + 1);
+        stats_inc(rdzv_core(rz)->stats, STAT_RDZV_DUPLICATE_IDS);
+        rdzv_unpark(d);
+        rdzv_reply(d, id, CORE_CONFLICT, msg, NULL);
+    }
+    free(v);
+}
+
 /* Form the next generation from the nodes in order (sorted by id first unless keep_order) and answer
  * them all; prev is the generation a recovery round replaces (0 otherwise). */
 void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t prev)
 {
+    rdzv_form_unique(rz, nodes);
     for (size_t i = 0; i < nodes->n; i++)
         rdzv_unpark(nodes->v[i]);
     if (!keep_order)

@@ -237,6 +237,48 @@ static void t_standbys(void *unused)
     t_last_call = 60000;
 }
 
+/* Two nodes of different queues claiming one id never form one generation together: a standby named as
+ * a joiner of the round ([p, q, q] before), and a newcomer named as a survivor of a recovery ([a, b, b, a]
+ * before).  The first in the generation's order keeps the id; the other is answered CONFLICT, counted. */
+static void t_duplicate_ids(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node p[3] = {{0}}, v3[3] = {{0}}, x[1] = {{0}};
+    t_world_init(&w, 0);
+    t_last_call = 0;
+    for (int i = 0; i < 3; i++)
+        p[i].session = 20 + (uint64_t)i;
+    CHECK_EQ(t_rjoin(&w, &p[2], "q", 2, 3, T_STANDBY), MUSTER__STATUS__OK);
+    CHECK_EQ(t_rjoin(&w, &p[0], "p", 2, 3, T_PLAIN), MUSTER__STATUS__OK);
+    CHECK_EQ(t_rjoin(&w, &p[1], "q", 2, 3, T_PLAIN), MUSTER__STATUS__OK);
+    CHECK_EQ(p[0].replies, 1);
+    CHECK_EQ(p[0].a.num_nodes, 2);
+    CHECK_STR(p[0].agreed, "gen 1 prev 0 | p:-1->0 q:-1->1");
+    CHECK_EQ(p[2].replies, 1);
+    CHECK_EQ(p[2].status, MUSTER__STATUS__CONFLICT);
+    CHECK(strstr(p[2].msg, "node_id 'q' is already taken") != NULL);
+    CHECK_EQ(w.stats.c[STAT_RDZV_DUPLICATE_IDS], 1);
+    t_close_all(p, 3);
+    t_world_fini(&w);
+    /* A recovery: survivors n0 and n1, and a newcomer that calls itself n0. */
+    t_world_init(&w, 0);
+    t_last_call = 60000;
+    t_gen(&w, v3, 3);
+    t_kill(&v3[2]);
+    x[0].session = 9;
+    CHECK_EQ(t_rjoin(&w, &x[0], "n0", 1, 3, T_PLAIN), MUSTER__STATUS__OK);
+    int rec[] = {0, 1};
+    t_recover_all(&w, v3, rec, 2);
+    CHECK_STR(v3[0].agreed, "gen 2 prev 1 | n0:0->0 n1:1->1 x n2:2:closed its connection");
+    CHECK_EQ(x[0].status, MUSTER__STATUS__CONFLICT);
+    CHECK_EQ(w.stats.c[STAT_RDZV_DUPLICATE_IDS], 1);
+    t_close_all(v3, 3);
+    t_close_all(x, 1);
+    t_world_fini(&w);
+    t_last_call = 60000;
+}
+
 /* More joiners than max_nodes: members of the last generation go first, the extras wait as standbys
  * (the job is never closed), and a later recovery admits them. */
 static void t_oversubscribed(void *unused)
@@ -457,6 +499,7 @@ int main(void)
     H_RUN(t_second_failure, NULL);
     H_RUN(t_partitioned, NULL);
     H_RUN(t_standbys, NULL);
+    H_RUN(t_duplicate_ids, NULL);
     H_RUN(t_oversubscribed, NULL);
     H_RUN(t_numbers_and_min, NULL);
     H_RUN(t_bad_input, NULL);
