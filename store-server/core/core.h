@@ -50,6 +50,7 @@ struct core_limits {
     uint64_t max_waiters_per_source;                              /* parked requests of one address */
     uint64_t heartbeat_timeout;                                   /* a rendezvous member's; 0 = none */
     uint64_t recovery_timeout;                                    /* a recovery round's deadline */
+    uint64_t max_standbys;                                        /* parked standbys of one job; 0 = none */
     uint64_t max_watches, max_watches_per_conn;                   /* watches (watch.c) */
 };
 

@@ -676,6 +676,14 @@ static int rdzv_standby_join(struct rdzv_node *n, const struct rdzv_join_req *j,
         snprintf(msg, len, "node_id '%s' has already joined this round", j->node_id);
         return CORE_CONFLICT;
     }
+    /* A flood of standbys must not decide who fills a slot: one job parks at most --max-standbys. */
+    uint64_t max = rdzv_core(n->rz)->lim.max_standbys;
+    if (max && n->rz->standbys.n >= max) {
+        stats_inc(rdzv_core(n->rz)->stats, STAT_RDZV_LIMIT_STANDBYS);
+        snprintf(msg, len, "namespace '%s' already parks %zu standbys (--max-standbys %llu)", n->rz->ns->name,
+                 n->rz->standbys.n, (unsigned long long)max);
+        return CORE_LIMIT;
+    }
     int st = rdzv_park(n, RDZV_Q_STANDBY, j, id, msg, len);
     if (st == CORE_OK)
         rdzv_recover_check(n->rz);

@@ -77,6 +77,7 @@
     X(RDZV_REPORTS, "rdzv_reports")                       \
     X(RDZV_BAD_REPORTS, "rdzv_bad_reports")               \
     X(RDZV_DUPLICATE_IDS, "rdzv_duplicate_ids")           \
+    X(RDZV_LIMIT_STANDBYS, "rdzv_limit_standbys")         \
     X(RDZV_STANDBYS_ADMITTED, "rdzv_standbys_admitted")   \
     X(TS_ACCEPTED, "tcpstore_connections_accepted")       \
     X(TS_CURRENT, "tcpstore_connections_current")         \

@@ -119,6 +119,9 @@ static const struct opt_row opt_rows[] = {
      "deadline of a blocking op sent with timeout_ms = 0", -1, U32, 0},
     {"max-wait-timeout", "MUSTER_MAX_WAIT_TIMEOUT", OPT_UINT, UNIT_MS, "86400000", OFF(max_wait_timeout),
      "longer deadlines are cut to this", -1, U32, 0},
+    {"max-standbys", "MUSTER_MAX_STANDBYS", OPT_UINT, UNIT_COUNT, "256", OFF(max_standbys),
+     "rendezvous standbys one job may park (a join with standby set beyond it is refused LIMIT); on an untrusted "
+     "network a namespace token decides who may stand by at all", STAT_RDZV_LIMIT_STANDBYS, U32, 0},
     {"recovery-timeout", "MUSTER_RECOVERY_TIMEOUT", OPT_UINT, UNIT_MS, "10000", OFF(recovery_timeout),
      "a rendezvous recovery round closes this long after it opened even if some survivors have not joined "
      "(they are excluded); a member lost during it extends it, at most twice", STAT_RDZV_RECOVERY_FAILED, U32, 0},

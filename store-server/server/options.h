@@ -36,6 +36,7 @@ struct options {
     uint64_t max_waiters_per_source;
     uint64_t recovery_timeout;
     uint64_t max_watches;
+    uint64_t max_standbys;
     uint64_t max_watches_per_conn;
     uint64_t max_output;
     uint64_t max_buffer_memory;

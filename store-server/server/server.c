@@ -48,6 +48,7 @@ struct core *server_core(struct server *srv)
         .max_waiters_per_source = o->max_waiters_per_source,
         .heartbeat_timeout = o->heartbeat_timeout,
         .recovery_timeout = o->recovery_timeout,
+        .max_standbys = o->max_standbys,
         .max_watches = o->max_watches,
         .max_watches_per_conn = o->max_watches_per_conn,
     };

@@ -237,6 +237,27 @@ static void t_standbys(void *unused)
     t_last_call = 60000;
 }
 
+/* A job parks at most --max-standbys standbys: one more is refused LIMIT, named and counted, and the
+ * standbys already parked keep their places. */
+static void t_standby_limit(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node s[3] = {{0}};
+    t_world_init(&w, 0);
+    w.core.lim.max_standbys = 2;
+    for (int i = 0; i < 3; i++)
+        s[i].session = 30 + (uint64_t)i;
+    CHECK_EQ(t_rjoin(&w, &s[0], "s0", 2, 3, T_STANDBY), MUSTER__STATUS__OK);
+    CHECK_EQ(t_rjoin(&w, &s[1], "s1", 2, 3, T_STANDBY), MUSTER__STATUS__OK);
+    CHECK_EQ(t_rjoin(&w, &s[2], "s2", 2, 3, T_STANDBY), MUSTER__STATUS__LIMIT);
+    CHECK(strstr(s[2].agreed, "--max-standbys 2") != NULL);
+    CHECK_EQ(w.stats.c[STAT_RDZV_LIMIT_STANDBYS], 1);
+    CHECK_EQ(s[0].replies + s[1].replies, 0);
+    t_close_all(s, 3);
+    t_world_fini(&w);
+}
+
 /* Two nodes of different queues claiming one id never form one generation together: a standby named as
  * a joiner of the round ([p, q, q] before), and a newcomer named as a survivor of a recovery ([a, b, b, a]
  * before).  The first in the generation's order keeps the id; the other is answered CONFLICT, counted. */
@@ -500,6 +521,7 @@ int main(void)
     H_RUN(t_partitioned, NULL);
     H_RUN(t_standbys, NULL);
     H_RUN(t_duplicate_ids, NULL);
+    H_RUN(t_standby_limit, NULL);
     H_RUN(t_oversubscribed, NULL);
     H_RUN(t_numbers_and_min, NULL);
     H_RUN(t_bad_input, NULL);
