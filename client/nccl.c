@@ -165,6 +165,8 @@ static int nccl_fetch(muster_t *m, const char *const *keys, int nroots, ncclUniq
         if (w && slice > w->check_ms)
             slice = w->check_ms;
         rc = muster_multi_get(m, keys, (size_t)nroots, 1, vals, lens, slice);
+        if (rc == MUSTER_ESTALE)
+            rc = MUSTER_ECANCELED;   /* musterd ended the wait: the generation broke */
         if (rc == MUSTER_ETIMEDOUT && w && nccl_watch_poll(w) == MUSTER_ECANCELED)
             rc = MUSTER_ECANCELED;
     }

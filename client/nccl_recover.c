@@ -194,6 +194,8 @@ static int nccl_recover_read(muster_t *m, const char *key, struct nccl_recover_n
         if (slice > w->check_ms)
             slice = w->check_ms;
         rc = muster_multi_get(m, keys, 1, 1, &val, &len, slice);
+        if (rc == MUSTER_ESTALE)
+            rc = MUSTER_ECANCELED;   /* musterd ended the wait: the generation broke */
         if (rc == MUSTER_ETIMEDOUT && nccl_watch_poll(w) == MUSTER_ECANCELED)
             rc = MUSTER_ECANCELED;
     }

@@ -254,6 +254,10 @@ static int demo_gather(const struct demo *d, muster_world *w, const char *tag, f
         rc = muster_set(m, keys[d->rank], text, strlen(text), d->timeout_ms);
     for (long long end = demo_now_ms() + d->timeout_ms; rc == MUSTER_OK || rc == MUSTER_ETIMEDOUT;) {
         rc = muster_multi_get(m, (const char *const *)keys, (size_t)d->world, 1, vals, lens, DEMO_SLICE_MS);
+        if (rc == MUSTER_ESTALE) {
+            rc = DEMO_MOVED;   /* musterd ended the wait: this generation broke, a peer was lost */
+            break;
+        }
         if (rc != MUSTER_ETIMEDOUT)
             break;
         /* A peer that died never sends its value: a new generation says the world moved on. */

@@ -182,6 +182,12 @@ int rdzv_report(struct rdzv_node *n, const char *node_id, const char *cause, uin
 int rdzv_keys_may_write(const struct ns *ns, const struct rdzv_node *own, const char *cred, const char *key,
                         size_t klen, char *msg, size_t len);
 
+/* The generation a connection waits for as a member (own: its node, may be NULL) or as a worker of one
+ * (cred); 0 when neither is a live member of the latest generation. */
+uint64_t rdzv_keys_member_generation(const struct ns *ns, const struct rdzv_node *own, const char *cred);
+/* The node whose loss broke generation gen, and its rank in it; 0, or -1 when that is not known. */
+int rdzv_broken_by(const struct ns *ns, uint64_t gen, const char **node_id, uint32_t *rank);
+
 /* End node n's membership (a parked join is answered NOT_MEMBER first); n is freed. */
 void rdzv_leave(struct rdzv_node *n, int finished);
 /* Keep n's membership of generation gen alive; OK, or NOT_MEMBER / STALE_GENERATION with msg filled. */

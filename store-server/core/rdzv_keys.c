@@ -93,3 +93,26 @@ int rdzv_keys_may_write(const struct ns *ns, const struct rdzv_node *own, const 
                                                                              : "neither");
     return CORE_FORBIDDEN;
 }
+
+/* The generation a connection waits for as a member or as a member's worker. */
+uint64_t rdzv_keys_member_generation(const struct ns *ns, const struct rdzv_node *own, const char *cred)
+{
+    const struct rdzv *rz = ns->rdzv;
+    const struct rdzv_node *by = own;
+    if (!rz || !rz->running)
+        return 0;
+    if ((!by || by->generation != rz->generation || by->lost) && cred && cred[0])
+        HASH_FIND(hh_cred, rz->creds, cred, strnlen(cred, RDZV_CRED_LEN + 1), by);
+    return by && by->generation == rz->generation && !by->lost ? rz->generation : 0;
+}
+
+/* The node whose loss broke generation gen. */
+int rdzv_broken_by(const struct ns *ns, uint64_t gen, const char **node_id, uint32_t *rank)
+{
+    const struct rdzv *rz = ns->rdzv;
+    if (!rz || rz->gone_gen != gen || rz->n_gone == 0)
+        return -1;
+    *node_id = rz->gone[0].id;
+    *rank = rz->gone[0].old_rank;
+    return 0;
+}

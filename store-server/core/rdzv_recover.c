@@ -39,6 +39,7 @@
 #include "rdzv_int.h"
 #include "status.h"
 #include "stats.h"
+#include "waiters.h"
 
 static void rdzv_recover_close(struct rdzv *rz, int at_deadline);
 
@@ -323,6 +324,10 @@ void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const ch
     else
         rdzv_event(rz, RDZV_EV_LOST, rz->generation, id, strlen(id), why);
     rdzv_note_gone(rz, id, lost->node_rank, why);
+    /* What the members and their workers wait for may never come now: their waits end, naming the loss
+     * (the front end words it with rdzv_broken_by). */
+    if (first)
+        waiters_fail_generation(rz->ns, rz->generation, CORE_STALE_GENERATION);
     /* Later losses are told only while survivors recover: a member re-forming the old way has already
      * left the generation behind. */
     for (size_t i = 0; (first || rz->rec_open) && i < rz->members.n; i++) {

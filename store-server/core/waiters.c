@@ -328,6 +328,17 @@ void waiters_fail_all(struct ns *ns, int status)
     }
 }
 
+/* Complete the waiters of a broken generation. */
+void waiters_fail_generation(struct ns *ns, uint64_t gen, int status)
+{
+    struct waiter *w = ns->waiters, *next;
+    for (; w; w = next) {
+        next = w->next;
+        if (w->generation == gen && gen != 0 && !(w->queued && waiters_recheck(w) == 0))
+            waiters_complete(w, status);
+    }
+}
+
 /* Free every waiter of ns without callbacks (at exit). */
 void waiters_ns_destroy(struct ns *ns)
 {

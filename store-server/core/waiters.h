@@ -41,6 +41,7 @@ struct waiter {
     int by_queue;       /* completed by a queue push (one waiter per push) */
     uint64_t skip;      /* a queue counts as present only with more values than this, but for its own push */
     int64_t at_least;
+    uint64_t generation; /* the generation whose member (or member's worker) parked it; 0 = none */
     size_t nkeys, missing;
     char **keys;     /* copies, NUL-terminated */
     size_t *klens;
@@ -76,6 +77,9 @@ int waiters_present(const struct ns *ns, const char *key, size_t klen, uint64_t 
 void waiters_cancel(struct waiter *w);
 /* A key was set: count it off for every waiter missing it, completing those with nothing left. */
 void waiters_key_set(struct ns *ns, const char *key, size_t klen);
+/* Complete every waiter of ns parked by a member of generation gen (or a worker of one) with status: the
+ * generation broke, and what they wait for may never come. */
+void waiters_fail_generation(struct ns *ns, uint64_t gen, int status);
 /* Complete every waiter of ns with status (SHUTTING_DOWN on drain). */
 void waiters_fail_all(struct ns *ns, int status);
 /* Free every waiter of ns without callbacks (at exit). */

@@ -12,6 +12,7 @@
 #include "conn.h"
 #include "ns.h"
 #include "queues.h"
+#include "rdzv.h"
 #include "server.h"
 #include "waiters.h"
 
@@ -108,6 +109,15 @@ static void kvops_wait_done(struct waiter *w, int status)
         char missing[640];
         kvops_missing(c, w, missing, sizeof missing);
         conn_replyf(c, w->id, status, "timed out after %u ms %s", w->timeout_ms, missing);
+    } else if (status == MUSTER__STATUS__STALE_GENERATION) {
+        const char *lost = "";
+        uint32_t rank = 0;
+        if (rdzv_broken_by(c->ns, w->generation, &lost, &rank) == 0)
+            conn_replyf(c, w->id, status, "generation %llu broke while this waited: node '%.128s' (node rank %u) was lost",
+                        (unsigned long long)w->generation, lost, rank);
+        else
+            conn_replyf(c, w->id, status, "generation %llu broke while this waited",
+                        (unsigned long long)w->generation);
     } else if (status != MUSTER__STATUS__OK) {
         conn_reply(c, w->id, status, "server is shutting down", NULL);
     } else if (w->kind == KV_GET) {
@@ -148,6 +158,8 @@ static void kvops_park(struct conn *c, uint64_t id, enum kvops_kind kind, char *
                    NULL);
         return;
     }
+    /* A member's (or its worker's) wait ends when its generation breaks (waiters_fail_generation). */
+    w->generation = rdzv_keys_member_generation(c->ns, c->rdzv, c->cred);
     if (conn_pending_add(c, id, kvops_wait_cancel, w) != 0) {
         waiters_cancel(w);
         conn_reply(c, id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);

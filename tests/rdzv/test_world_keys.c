@@ -7,9 +7,11 @@
  * $MUSTER_CREDENTIAL); anyone else is refused FORBIDDEN with the rule named,
  * and counted.  A namespace without rendezvous keeps plain nccl/ keys.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <muster/rdzv.h>
 
@@ -87,6 +89,66 @@ static void t_rules(void *unused)
     muster_close(forger);
 }
 
+/* A join on its own thread (it blocks until the round closes). */
+struct t_joiner {
+    muster_t *m;
+    const char *id;
+    muster_assignment *a;
+    int rc;
+    pthread_t th;
+};
+
+/* Thread body: join a round of two. */
+static void *t_join_main(void *arg)
+{
+    struct t_joiner *j = arg;
+    muster_rdzv_opts o = {.node_id = j->id, .local_world_size = 1, .min_nodes = 2, .max_nodes = 2};
+    j->rc = muster_rdzv_join(j->m, &o, &j->a, 10000);
+    return NULL;
+}
+
+/* Close a handle after a pause (a member's connection dies). */
+static void *t_close_later(void *arg)
+{
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    muster_close(arg);
+    return NULL;
+}
+
+/* A member's worker blocked on a key that will never come is released when its generation breaks, at
+ * once, with an error naming the lost node and its rank; a plain client's wait runs to its own
+ * timeout (it belongs to no generation). */
+static void t_waits_end_with_generation(void *unused)
+{
+    (void)unused;
+    struct t_joiner a = {t_connect("wg", NULL), "a", NULL, -1, 0}, b = {t_connect("wg", NULL), "b", NULL, -1, 0};
+    pthread_create(&a.th, NULL, t_join_main, &a);
+    pthread_create(&b.th, NULL, t_join_main, &b);
+    pthread_join(a.th, NULL);
+    pthread_join(b.th, NULL);
+    CHECK_EQ(a.rc, MUSTER_OK);
+    CHECK_EQ(b.rc, MUSTER_OK);
+    if (a.rc != MUSTER_OK || b.rc != MUSTER_OK)
+        return;
+    muster_t *worker = t_connect("wg", a.a->credential), *plain = t_connect("wg", NULL);
+    pthread_t killer;
+    pthread_create(&killer, NULL, t_close_later, b.m);
+    void *v = NULL;
+    size_t n = 0;
+    int64_t t0 = h_now_ms();
+    CHECK_EQ(muster_get(worker, "never", 1, 20000, &v, &n), MUSTER_ESTALE);
+    CHECK(h_now_ms() - t0 < 5000);
+    CHECK(strstr(muster_last_error(worker), "node 'b' (node rank 1) was lost") != NULL);
+    pthread_join(killer, NULL);
+    CHECK_EQ(muster_get(plain, "never", 1, 300, &v, &n), MUSTER_ETIMEDOUT);
+    muster_assignment_free(a.a);
+    muster_assignment_free(b.a);
+    muster_close(a.m);
+    muster_close(worker);
+    muster_close(plain);
+}
+
 /* A namespace that never formed a generation has no world: its nccl/ keys are plain keys, and only
  * muster/rdzv/ stays musterd's. */
 static void t_no_world(void *unused)
@@ -106,6 +168,7 @@ int main(void)
         return h_finish();
     H_RUN(t_rules, NULL);
     H_RUN(t_no_world, NULL);
+    H_RUN(t_waits_end_with_generation, NULL);
     CHECK_EQ(h_stop(&d), 0);
     return h_finish();
 }

@@ -46,7 +46,7 @@ import torch
 import torch.distributed as dist
 
 from . import _core
-from .errors import Timeout
+from .errors import Stale, Timeout
 
 __all__ = ["GUARD_ENV", "EXIT_STUCK", "WorldChanged", "init_process_group", "register", "step", "recover",
            "iteration", "generation", "on_change", "shutdown"]
@@ -331,7 +331,8 @@ def recover(timeout=None):
 
 def _recoverable(exc):
     """Whether a step's exception is the world's doing (a changed world, or a collective it broke)."""
-    return isinstance(exc, (WorldChanged, RuntimeError)) and _S.world is not None
+    # Stale: musterd ended a store wait of this worker because its generation broke.
+    return isinstance(exc, (WorldChanged, RuntimeError, Stale)) and _S.world is not None
 
 
 @contextlib.contextmanager
@@ -350,7 +351,7 @@ def step():
                 return
             except _NoChange:
                 raise e from None   # the world stood still: the step failed on its own
-            except (WorldChanged, RuntimeError, Timeout):
+            except (WorldChanged, RuntimeError, Timeout, Stale):
                 # The world changed again while it was being rebuilt (a second loss, a member that was
                 # already dead), or an interrupt fired inside this handler: take the next one.
                 if time.monotonic() >= end:
