@@ -13,7 +13,8 @@ once (muster/world.h); this module follows it for torch:
 
 - init_process_group sets the guard environment before any group exists
   (GUARD_ENV: torch's watchdog then never takes the process down, and its
-  dump sleep is cut), opens the world and initialises the group of the
+  dump sleep is cut; only under `muster run`, where the world's watch
+  stands in for the watchdog), opens the world and initialises the group of the
   generation this process was started into, over a PrefixStore on the
   native store that no other generation uses.
 - A watcher thread waits on the world's watch.  When a new generation
@@ -41,6 +42,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -228,8 +230,6 @@ def init_process_group(backend=None, timeout=None, gloo_timeout=15.0, abort_time
     MUSTER_TORCH_GLOO_TIMEOUT, MUSTER_TORCH_ABORT_TIMEOUT, MUSTER_TORCH_CHANGE_TIMEOUT.  url: the
     store (default $MUSTER_URL).  Other arguments go to dist.init_process_group
     when not started by `muster run`."""
-    for k, v in GUARD_ENV.items():
-        os.environ.setdefault(k, v)
     # Each timeout has an environment twin, for a script run unchanged.
     gloo_timeout = float(os.environ.get("MUSTER_TORCH_GLOO_TIMEOUT", gloo_timeout))
     abort_timeout = float(os.environ.get("MUSTER_TORCH_ABORT_TIMEOUT", abort_timeout))
@@ -237,8 +237,12 @@ def init_process_group(backend=None, timeout=None, gloo_timeout=15.0, abort_time
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if not _in_place():
+        # No world to follow: torch's own behaviour, watchdog and all (a launcher such as torchrun
+        # restarts the job when a rank dies, and needs the survivors to fail rather than wait).
         dist.init_process_group(backend, timeout=timeout or datetime.timedelta(minutes=30), **kw)
         return
+    for k, v in GUARD_ENV.items():
+        os.environ.setdefault(k, v)
     _S.backend = backend
     _S.timeout = timeout or datetime.timedelta(minutes=30)
     _S.gloo_timeout = datetime.timedelta(seconds=gloo_timeout)
@@ -344,6 +348,10 @@ def step():
     except BaseException as e:  # noqa: B902 (WorldChanged is raised asynchronously)
         if not _recoverable(e):
             raise
+        # The failed step's frames hold its work objects, and a gloo work holds the group's
+        # connections: while they live, destroying the group closes nothing, and a peer blocked in
+        # the same collective (no neighbour of the dead rank) waits out gloo's op timeout.
+        traceback.clear_frames(e.__traceback__)
         end = time.monotonic() + _S.change_timeout
         while True:
             try:
