@@ -104,7 +104,8 @@ static int nccl_publish(muster_t *m, const char *key, uint64_t deadline)
 }
 
 /* Tell whether the watched generation has ended: its broken key exists, a
- * member was lost, or a heartbeat was answered stale.  Throttled by time. */
+ * member was lost, or a heartbeat was answered stale (MUSTER_ECANCELED); or
+ * whether the abort key, when set, exists (MUSTER_ENCCL).  Throttled by time. */
 int nccl_watch_poll(struct nccl_watch *w)
 {
     uint64_t now = deadline_now();
@@ -130,6 +131,9 @@ int nccl_watch_poll(struct nccl_watch *w)
         w->next_check_ms = now + w->check_ms;
         if (muster_check(w->store, keys, 1, &present, 0) == MUSTER_OK && present)
             return MUSTER_ECANCELED;
+        keys[0] = w->abort_key;
+        if (w->abort_key[0] && muster_check(w->store, keys, 1, &present, 0) == MUSTER_OK && present)
+            return MUSTER_ENCCL;
     }
     return MUSTER_OK;
 }
@@ -256,8 +260,9 @@ int nccl_settle(ncclComm_t comm, uint64_t deadline, struct nccl_watch *w)
             return MUSTER_ENCCL;
         if (deadline_now() >= deadline)
             return MUSTER_ETIMEDOUT;
-        if (w && nccl_watch_poll(w) == MUSTER_ECANCELED)
-            return MUSTER_ECANCELED;
+        int cut = w ? nccl_watch_poll(w) : MUSTER_OK;
+        if (cut != MUSTER_OK)
+            return cut;
         nccl_sleep_us(pause);
         pause = pause * 2 > NCCL_POLL_MAX_US ? NCCL_POLL_MAX_US : pause * 2;
     }

@@ -16,6 +16,7 @@ struct nccl_watch {
     muster_t *events;          /* NULL when the caller passed none */
     uint64_t generation;
     char broken_key[64];
+    char abort_key[256];       /* when set: its presence ends the wait with MUSTER_ENCCL (a peer gave up) */
     uint32_t check_ms;
     uint64_t next_check_ms;
     uint64_t next_beat_ms;
@@ -32,7 +33,8 @@ uint64_t nccl_deadline(uint32_t timeout_ms);
 int nccl_name_ok(const char *name);
 /* Set up the cancel sources for generation of world ranks on store m (events may be NULL). */
 void nccl_watch_init(struct nccl_watch *w, muster_t *m, muster_t *events, uint64_t generation, int world);
-/* MUSTER_ECANCELED once the watched generation has ended, else MUSTER_OK (throttled). */
+/* MUSTER_ECANCELED once the watched generation has ended, MUSTER_ENCCL once the abort key exists,
+ * else MUSTER_OK (throttled). */
 int nccl_watch_poll(struct nccl_watch *w);
 /* Poll an in-progress communicator until it settles, the deadline passes or w (may be NULL) fires. */
 int nccl_settle(ncclComm_t comm, uint64_t deadline, struct nccl_watch *w);

@@ -96,8 +96,9 @@ static int nccl_recover_child(ncclComm_t parent, ncclComm_t *child, uint64_t dea
             return MUSTER_ENCCL;   /* the job ended and left no communicator */
         if (deadline_now() >= deadline)
             return MUSTER_ETIMEDOUT;
-        if (w && nccl_watch_poll(w) == MUSTER_ECANCELED)
-            return MUSTER_ECANCELED;
+        int cut = w ? nccl_watch_poll(w) : MUSTER_OK;
+        if (cut != MUSTER_OK)
+            return cut;   /* the generation ended, or another survivor's shrink failed */
         nccl_sleep_us(1000);
     }
 }
@@ -143,23 +144,16 @@ static int nccl_recover_shrink(const struct nccl_recover_rt *rt, ncclComm_t pare
     return rc;
 }
 
-/* Agree among the survivors whether every old communicator can be shrunk (*all_ok): NCCL refuses to
- * shrink one that holds an error (a proxy that saw the dead peer's socket close, an operation still in
- * progress), and a shrink some survivors cannot start leaves the others waiting for them.  A survivor
- * whose parent is unhealthy counts itself, then every survivor arrives at one barrier whose release
- * answers with the count.  The barrier is entered in slices so that a broken generation ends the wait. */
-static int nccl_recover_vote(muster_t *m, ncclComm_t parent, const struct nccl_plan *plan, uint64_t generation,
-                             const char *name, uint64_t deadline, struct nccl_watch *w, int *all_ok)
+/* One vote of the survivors: a survivor that is bad counts itself under key, then every survivor arrives
+ * at barrier bar, whose release answers with the count; *all_ok when nobody counted itself.  The
+ * barrier is entered in slices so that a broken generation ends the wait. */
+static int nccl_recover_vote(muster_t *m, int bad, const char *key, const char *bar, int n, uint64_t deadline,
+                             struct nccl_watch *w, int *all_ok)
 {
-    char key[NCCL_RECOVER_KEY_MAX], bar[NCCL_RECOVER_KEY_MAX];
-    ncclResult_t state = ncclInProgress;
     void *val = NULL;
     int rc = MUSTER_OK;
     *all_ok = 0;
-    keys_nccl_unhealthy(key, sizeof key, generation, name);
-    keys_nccl_vote(bar, sizeof bar, generation, name);
-    /* An orphan (no parent) and a parent holding an error both count: neither can take part in a shrink. */
-    if (!parent || ncclCommGetAsyncError(parent, &state) != ncclSuccess || state != ncclSuccess)
+    if (bad)
         rc = muster_add(m, key, 1, NULL, nccl_left_ms(deadline));
     for (int first = 1; rc == MUSTER_OK || rc == MUSTER_ETIMEDOUT; first = 0) {
         uint32_t slice = nccl_left_ms(deadline);
@@ -169,7 +163,7 @@ static int nccl_recover_vote(muster_t *m, ncclComm_t parent, const struct nccl_p
         }
         if (slice > w->check_ms)
             slice = w->check_ms;
-        rc = muster_barrier_fetch(m, bar, (uint32_t)plan->shrunk_world, key, &val, NULL, NULL, slice ? slice : 1);
+        rc = muster_barrier_fetch(m, bar, (uint32_t)n, key, &val, NULL, NULL, slice ? slice : 1);
         if (rc != MUSTER_ETIMEDOUT)
             break;
     }
@@ -179,6 +173,21 @@ static int nccl_recover_vote(muster_t *m, ncclComm_t parent, const struct nccl_p
         return MUSTER_OK;
     }
     return rc;
+}
+
+/* Agree among the survivors whether every old communicator can be shrunk (*all_ok): NCCL refuses to
+ * shrink one that holds an error (a proxy that saw the dead peer's socket close, an operation still in
+ * progress), and a shrink some survivors cannot start leaves the others waiting for them.  An orphan
+ * (no parent) and a parent holding an error both count as unable. */
+static int nccl_recover_health(muster_t *m, ncclComm_t parent, const struct nccl_plan *plan, uint64_t generation,
+                               const char *name, uint64_t deadline, struct nccl_watch *w, int *all_ok)
+{
+    char key[NCCL_RECOVER_KEY_MAX], bar[NCCL_RECOVER_KEY_MAX];
+    ncclResult_t state = ncclInProgress;
+    int bad = !parent || ncclCommGetAsyncError(parent, &state) != ncclSuccess || state != ncclSuccess;
+    keys_nccl_unhealthy(key, sizeof key, generation, name);
+    keys_nccl_vote(bar, sizeof bar, generation, name);
+    return nccl_recover_vote(m, bad, key, bar, plan->shrunk_world, deadline, w, all_ok);
 }
 
 /* Fetch the new rank 0's announcement, in slices so that a broken generation ends the wait. */
@@ -348,6 +357,36 @@ static int nccl_recover_fail(muster_t *m, int rc, const char *step, const struct
                             *detail ? ": " : "", detail);
 }
 
+/* Shrink, then agree on the outcome: the health vote can pass and a shrink still fail (a proxy that
+ * sees the dead peer's socket close after the vote).  A survivor whose shrink failed counts itself,
+ * which also ends the others' wait for the shrunk communicator (the watch's abort key); when any
+ * failed, every survivor lets its shrunk communicator go and all re-initialise from a fresh id. */
+static int nccl_recover_shrink_or_init(const struct nccl_recover_rt *rt, muster_t *m, ncclComm_t parent,
+                                       struct nccl_plan *plan, uint64_t gen, const char *name, uint64_t deadline,
+                                       struct nccl_watch *w, ncclComm_t *comm)
+{
+    char failed[NCCL_RECOVER_KEY_MAX], bar[NCCL_RECOVER_KEY_MAX], key[NCCL_RECOVER_KEY_MAX];
+    int all_ok = 0, rc;
+    keys_nccl_shrink_failed(failed, sizeof failed, gen, name);
+    keys_nccl_shrunk(bar, sizeof bar, gen, name);
+    snprintf(w->abort_key, sizeof w->abort_key, "%s", failed);
+    rc = nccl_recover_shrink(rt, parent, plan, name, deadline, w, comm);
+    w->abort_key[0] = '\0';
+    if (rc == MUSTER_ECANCELED || rc == MUSTER_ETIMEDOUT)
+        return rc;   /* the world moved on, or time ran out: a fallback would not be agreed either */
+    rc = nccl_recover_vote(m, rc != MUSTER_OK, failed, bar, plan->world, deadline, w, &all_ok);
+    if (rc != MUSTER_OK || all_ok)
+        return rc;
+    if (*comm) {
+        ncclCommAbort(*comm);
+        *comm = NULL;
+    }
+    plan->path = NCCL_PLAN_INIT;
+    plan->revoke = 0;
+    keys_nccl_reinit(key, sizeof key, gen, name);
+    return nccl_recover_fresh(rt, m, NULL, plan, key, name, deadline, w, comm);
+}
+
 /* Carry the plan out: the vote, then the path. */
 static int nccl_recover_run(const struct nccl_recover_rt *rt, muster_t *m, ncclComm_t parent, struct nccl_plan *plan,
                             uint64_t gen, const char *name, uint64_t deadline, struct nccl_watch *w, ncclComm_t *comm)
@@ -357,7 +396,7 @@ static int nccl_recover_run(const struct nccl_recover_rt *rt, muster_t *m, ncclC
     keys_nccl_recover(key, sizeof key, gen, name);
     if ((plan->survivor || plan->orphan) && plan->path != NCCL_PLAN_INIT) {
         int all_ok = 0;
-        rc = nccl_recover_vote(m, parent, plan, gen, name, deadline, w, &all_ok);
+        rc = nccl_recover_health(m, parent, plan, gen, name, deadline, w, &all_ok);
         if (rc != MUSTER_OK) {
             if (parent)
                 ncclCommAbort(parent);
@@ -369,7 +408,7 @@ static int nccl_recover_run(const struct nccl_recover_rt *rt, muster_t *m, ncclC
         }
     }
     if (plan->path == NCCL_PLAN_SHRINK)
-        rc = nccl_recover_shrink(rt, parent, plan, name, deadline, w, comm);
+        rc = nccl_recover_shrink_or_init(rt, m, parent, plan, gen, name, deadline, w, comm);
     else if (plan->path == NCCL_PLAN_GROW && parent)
         rc = nccl_recover_survivor_grow(rt, m, parent, plan, key, name, deadline, w, comm);
     else
@@ -427,7 +466,7 @@ int muster_nccl_comm_recover(muster_t *m, ncclComm_t parent, const muster_world_
         if (parent)
             ncclCommAbort(parent);
         if ((plan.survivor || plan.orphan) && plan.path != NCCL_PLAN_INIT)
-            nccl_recover_vote(m, NULL, &plan, change->generation, name, deadline, &w, &all_ok);
+            nccl_recover_health(m, NULL, &plan, change->generation, name, deadline, &w, &all_ok);
         muster_set_error(m, rc, "%s", why);
     } else {
         rc = nccl_recover_run(&rt, m, parent, &plan, change->generation, name, deadline, &w, comm);

@@ -14,6 +14,8 @@
  *                                                               logs an id_published event
  *   nccl/<generation>/<comm>/unhealthy      libmuster-nccl      libmuster-nccl (with the barrier
  *                                                               nccl/<generation>/<comm>/vote)
+ *   nccl/<generation>/<comm>/shrink_failed  libmuster-nccl      libmuster-nccl (with the barrier
+ *                                                               nccl/<generation>/<comm>/shrunk)
  *   muster/run/<generation>/done            muster run          muster run (every node)
  *   torch/<generation>/...                  muster run's relay  the relay (torch's keys)
  *   muster.torch/<generation>/...           muster.torch        its process groups (in place)
@@ -64,6 +66,15 @@
 #define KEYS_NCCL_UNHEALTHY_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s/unhealthy"
 /* The survivors' barrier of that vote (a barrier name, not a key): generation, comm. */
 #define KEYS_NCCL_VOTE_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s/vote"
+/* After the shrink, each survivor whose shrink failed counts itself here (the others, still waiting
+ * for the shrunk communicator, see the key and give up on it), then every survivor arrives at the
+ * barrier below, whose release answers with this count: all keep the shrunk communicator, or all
+ * re-initialise from the announcement KEYS_NCCL_REINIT_FMT. */
+#define KEYS_NCCL_SHRINK_FAILED_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s/shrink_failed"
+/* The survivors' barrier after the shrink (a barrier name, not a key): generation, comm. */
+#define KEYS_NCCL_SHRUNK_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s/shrunk"
+/* The new rank 0's announcement of a fresh id when the survivors fall back from a failed shrink. */
+#define KEYS_NCCL_REINIT_FMT KEYS_NCCL_PREFIX "%" PRIu64 "/%s" KEYS_NCCL_ID_MARK "reinit"
 /* What every key of a `muster run` generation begins with, before the generation. */
 #define KEYS_RUN_PREFIX "muster/run/"
 /* Counted up by each node of a `muster run` generation whose workers all succeeded. */
@@ -115,6 +126,24 @@ static inline int keys_nccl_unhealthy(char *buf, size_t n, uint64_t generation, 
 static inline int keys_nccl_vote(char *buf, size_t n, uint64_t generation, const char *comm)
 {
     return snprintf(buf, n, KEYS_NCCL_VOTE_FMT, generation, comm);
+}
+
+/* Write the key of the survivors' count of failed shrinks of comm in generation into buf; snprintf's result. */
+static inline int keys_nccl_shrink_failed(char *buf, size_t n, uint64_t generation, const char *comm)
+{
+    return snprintf(buf, n, KEYS_NCCL_SHRINK_FAILED_FMT, generation, comm);
+}
+
+/* Write the name of comm's survivors' barrier after the shrink in generation into buf; snprintf's result. */
+static inline int keys_nccl_shrunk(char *buf, size_t n, uint64_t generation, const char *comm)
+{
+    return snprintf(buf, n, KEYS_NCCL_SHRUNK_FMT, generation, comm);
+}
+
+/* Write the key of comm's fallback announcement after a failed shrink in generation; snprintf's result. */
+static inline int keys_nccl_reinit(char *buf, size_t n, uint64_t generation, const char *comm)
+{
+    return snprintf(buf, n, KEYS_NCCL_REINIT_FMT, generation, comm);
 }
 
 /* Whether key (klen bytes, NUL-terminated) names an NCCL unique id; its generation into *generation. */

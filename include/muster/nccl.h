@@ -118,7 +118,12 @@ MUSTER_API int muster_nccl_comm_destroy(ncclComm_t comm, uint32_t timeout_ms);
  * replaced, or its previous rebuild failed), counts itself, and one
  * barrier's release tells every survivor whether all can shrink; if not,
  * all re-initialise (INIT).  A process that cannot go on still arrives at
- * the vote, so nobody waits for it there.
+ * the vote, so nobody waits for it there.  A vote can pass and a shrink
+ * still fail (a proxy that sees the dead peer's socket close after it):
+ * after the shrink the survivors vote again; a survivor whose shrink failed
+ * counts itself, which also ends the others' wait for the shrunk
+ * communicator, and when any failed all let it go and re-initialise (INIT;
+ * the info's path says INIT).
  *
  * How the parent's in-flight work is stopped, and how it is released:
  *   SHRINK/GROW with ncclCommRevoke (2.28.7+): revoke, wait until the parent
