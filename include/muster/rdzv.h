@@ -110,8 +110,10 @@ MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muste
  * a newcomer); MUSTER_ECONFLICT: the generation still runs; MUSTER_ETIMEDOUT: too few nodes to go on. */
 MUSTER_API int muster_rdzv_recover(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
                                    uint32_t timeout_ms);
-/* Report that member node_id of this handle's generation failed (cause: free text, may be NULL): the
- * generation breaks and that member is excluded.  MUSTER_ENOTFOUND: no such member. */
+/* Report that member node_id of this handle's generation failed (cause: free text, may be NULL).  A vote:
+ * the generation breaks and that member is excluded once a second member reports it, or it reports
+ * itself, or its heartbeats have been silent for half the heartbeat timeout; until then the vote is held
+ * and nothing changes (muster.proto, RdzvReportReq).  MUSTER_ENOTFOUND: no such member. */
 MUSTER_API int muster_rdzv_report(muster_t *m, const char *node_id, const char *cause, uint32_t timeout_ms);
 /* Tell the server this member is alive; MUSTER_ESTALE when its generation broke,
  * MUSTER_ENOTMEMBER when this handle never joined (or left). */

@@ -251,6 +251,7 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *nodes, uint64_t pre
         n->old_rank = prev && n->generation == prev && !n->lost ? n->node_rank : RDZV_NO_RANK;
         n->generation = rz->generation;
         n->lost = 0;
+        n->suspect_by[0] = '\0';   /* a report is a vote about one generation */
         rdzv_keys_credential(n);
         n->node_rank = (uint32_t)i;
         n->rank_start = (uint32_t)world;

@@ -43,6 +43,7 @@ struct rdzv_node {
     uint32_t old_rank;             /* its rank in the generation before (recovery rounds), or RDZV_NO_RANK */
     int lost;                      /* lost from its generation (excluded: rz->gone says why) */
     uint64_t seen_ms;              /* wall-clock time of its last join or heartbeat (for timeouts' words) */
+    char suspect_by[RDZV_ID_MAX + 1]; /* the member whose report of it awaits a second vote ("" none) */
     struct core_timer *hb_timer;
     UT_hash_handle hh_round;       /* in rz->round_ids while in the open round */
     char cred[RDZV_CRED_LEN + 1];  /* its credential, made when it first becomes a member ("" before) */

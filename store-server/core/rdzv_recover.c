@@ -357,8 +357,19 @@ size_t rdzv_take_standbys(struct rdzv *rz, struct rdzv_set *to, size_t want)
     return k;
 }
 
-/* Member n says member node_id of its generation failed (cause: free text): that member is lost, as if
- * its connection closed.  OK (*gen: the generation), or NOT_MEMBER / NOT_FOUND with msg filled. */
+/* Whether peer's own liveness agrees with a report of it: it reports itself, or its heartbeats, when
+ * the job has them, have stopped for half the timeout (it missed a beat; clients beat every third). */
+static int rdzv_report_agrees(const struct rdzv_node *n, const struct rdzv_node *peer)
+{
+    uint64_t hb = rdzv_core(peer->rz)->lim.heartbeat_timeout, now = rdzv_wall_ms(peer->rz);
+    return n == peer || (hb && peer->seen_ms && now > peer->seen_ms && now - peer->seen_ms > hb / 2);
+}
+
+/* Member n says member node_id of its generation failed (cause: free text).  A report is a vote: the
+ * peer is lost, as if its connection closed, when a second member reports it too or when its own
+ * liveness agrees (rdzv_report_agrees); otherwise the vote is held (counted) and the peer stays.  One
+ * member can then never exclude the others alone.  OK (*gen: the generation), or NOT_MEMBER /
+ * NOT_FOUND with msg filled. */
 int rdzv_report(struct rdzv_node *n, const char *node_id, const char *cause, uint64_t *gen, char *msg, size_t len)
 {
     struct rdzv *rz = n->rz;
@@ -380,10 +391,16 @@ int rdzv_report(struct rdzv_node *n, const char *node_id, const char *cause, uin
     }
     if (peer->lost) /* another survivor reported it first, or the server saw it go: nothing more to do */
         return CORE_OK;
-    char why[RDZV_CAUSE_MAX + 1];
-    snprintf(why, sizeof why, "reported failed by '%.40s'%s%.128s", n->id, cause && *cause ? ": " : "",
-             cause ? cause : "");
     stats_inc(st, STAT_RDZV_REPORTS);
+    int second = n != peer && peer->suspect_by[0] && strcmp(peer->suspect_by, n->id) != 0;
+    if (!second && !rdzv_report_agrees(n, peer)) {
+        snprintf(peer->suspect_by, sizeof peer->suspect_by, "%s", n->id);
+        stats_inc(st, STAT_RDZV_REPORTS_HELD);
+        return CORE_OK;
+    }
+    char why[RDZV_CAUSE_MAX + 1];
+    snprintf(why, sizeof why, "reported failed by '%.40s'%s%.40s%s%s%.100s", n->id, second ? " and '" : "",
+             second ? peer->suspect_by : "", second ? "'" : "", cause && *cause ? ": " : "", cause ? cause : "");
     rdzv_lose(rz, peer, peer->id, why);
     return CORE_OK;
 }

@@ -378,19 +378,82 @@ static void t_bad_input(void *unused)
     CHECK_EQ(rdzv_report(v[0].node, "nobody", "x", &gen, msg, sizeof msg), MUSTER__STATUS__NOT_FOUND);
     CHECK_EQ(w.stats.c[STAT_RDZV_BAD_REPORTS], 1);
     CHECK_EQ(v[1].events, 0);
-    /* A real report breaks the generation and excludes the peer with the reporter's cause. */
+    /* A report is a vote: alone (and again by the same reporter) it is held, and nobody is lost. */
+    CHECK_EQ(rdzv_report(v[0].node, "n1", "allreduce timed out", &gen, msg, sizeof msg), MUSTER__STATUS__OK);
     CHECK_EQ(rdzv_report(v[0].node, "n1", "allreduce timed out", &gen, msg, sizeof msg), MUSTER__STATUS__OK);
     CHECK_EQ(gen, 1);
-    CHECK_EQ(v[1].last_event, RDZV_MEMBER_LOST);
+    CHECK_EQ(v[1].events, 0);
+    CHECK_EQ(w.stats.c[STAT_RDZV_REPORTS_HELD], 2);
+    /* The peer's own word agrees: a member that reports itself is lost at once. */
+    CHECK_EQ(rdzv_report(v[1].node, "n1", "cuda error", &gen, msg, sizeof msg), MUSTER__STATUS__OK);
+    CHECK_EQ(v[0].last_event, RDZV_MEMBER_LOST);
     int rec[] = {0};
     t_recover_all(&w, v, rec, 1);
     CHECK_EQ(v[0].status, MUSTER__STATUS__OK);
-    CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 x n1:1:reported failed by 'n0': allreduce timed out");
+    CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 x n1:1:reported failed by 'n1': cuda error");
     CHECK_EQ(t_rjoin(&w, &v[1], "", 1, 1, T_RECOVER), MUSTER__STATUS__EXCLUDED);
     t_close_all(v, 2);
     stranger.gone = 1;
     if (stranger.node)
         rdzv_node_gone(stranger.node);
+    t_world_fini(&w);
+}
+
+/* One member that reports every other member excludes nobody (it would be the world's rank 0 alone);
+ * a second member's report excludes, naming both. */
+static void t_report_votes(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[4] = {{0}};
+    char msg[256];
+    uint64_t gen = 0;
+    t_world_init(&w, 0);
+    uint64_t g = t_gen(&w, v, 4);
+    for (int i = 1; i < 4; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "n%d", i);
+        CHECK_EQ(rdzv_report(v[0].node, id, "hang", &gen, msg, sizeof msg), MUSTER__STATUS__OK);
+    }
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(v[i].events, 0);
+    CHECK_EQ(w.stats.c[STAT_RDZV_REPORTS_HELD], 3);
+    CHECK_EQ(rdzv_report(v[2].node, "n3", "allreduce timed out", &gen, msg, sizeof msg), MUSTER__STATUS__OK);
+    CHECK_EQ(v[1].last_event, RDZV_MEMBER_LOST);
+    int rec[] = {0, 1, 2};
+    t_recover_all(&w, v, rec, 3);
+    CHECK_EQ(v[0].a.generation, g + 1);
+    CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 n1:1->1 n2:2->2 x n3:3:reported failed by 'n2' and 'n0': "
+                           "allreduce timed out");
+    /* The votes were about generation 1: in generation 2 one report is held again. */
+    CHECK_EQ(rdzv_report(v[2].node, "n1", "hang", &gen, msg, sizeof msg), MUSTER__STATUS__OK);
+    CHECK_EQ(v[0].last_event, RDZV_MEMBER_LOST); /* unchanged: the event of generation 1 */
+    CHECK_EQ(v[0].event_gen, g);
+    t_close_all(v, 4);
+    t_world_fini(&w);
+}
+
+/* With heartbeats, a report of a member that missed a beat (silent for half the timeout) agrees with
+ * its own liveness and excludes it at once, before its heartbeat timeout. */
+static void t_report_heartbeat(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[3] = {{0}};
+    char msg[256];
+    uint64_t gen = 0;
+    t_world_init(&w, 3000);
+    uint64_t g = t_gen(&w, v, 3);
+    t_advance(1000);
+    CHECK_EQ(rdzv_heartbeat(v[0].node, g, msg, sizeof msg), MUSTER__STATUS__OK);
+    CHECK_EQ(rdzv_heartbeat(v[1].node, g, msg, sizeof msg), MUSTER__STATUS__OK);
+    CHECK_EQ(rdzv_report(v[0].node, "n1", "hang", &gen, msg, sizeof msg), MUSTER__STATUS__OK);
+    CHECK_EQ(v[2].events, 0); /* n1 beats: held */
+    t_advance(600);           /* n2 silent 1.6 s > 1.5 s */
+    CHECK_EQ(rdzv_report(v[0].node, "n2", "hang", &gen, msg, sizeof msg), MUSTER__STATUS__OK);
+    CHECK_EQ(v[1].last_event, RDZV_MEMBER_LOST);
+    CHECK_EQ(w.stats.c[STAT_RDZV_HEARTBEAT_TIMEOUTS], 0);
+    t_close_all(v, 3);
     t_world_fini(&w);
 }
 
@@ -525,6 +588,8 @@ int main(void)
     H_RUN(t_oversubscribed, NULL);
     H_RUN(t_numbers_and_min, NULL);
     H_RUN(t_bad_input, NULL);
+    H_RUN(t_report_votes, NULL);
+    H_RUN(t_report_heartbeat, NULL);
     H_RUN(t_timeout_names_missing, NULL);
     H_RUN(t_views, NULL);
     return h_finish();

@@ -130,8 +130,11 @@ class Node:
 
     def report(self, node_id, cause=None, timeout=None):
         """Tell the server that member node_id of this node's generation
-        failed (cause: free text, at most 128 bytes kept): the generation
-        breaks and node_id is excluded from the recovery.  NotFound when
+        failed (cause: free text, at most 128 bytes kept).  A vote: the
+        generation breaks and node_id is excluded from the recovery once a
+        second member reports it, or it reports itself, or its heartbeats
+        have been silent for half the heartbeat timeout; until then nothing
+        changes.  NotFound when
         node_id is not a member, NotMember when this Node is not a live
         member of the latest generation."""
         if not isinstance(node_id, str) or not node_id:

@@ -3,9 +3,9 @@
 Four nodes in separate processes (rdzv_recover_worker.py) form a
 generation with a standby waiting; one is killed with SIGKILL and the three
 survivors recover(): all four (the standby admitted after them) receive the
-same generation, member order (old ranks kept) and excluded list.  Then a
-survivor reports another as failed: the rest recover again and the reported
-node gets muster.Excluded.  In one process: bad input (a report of a
+same generation, member order (old ranks kept) and excluded list.  Then two
+survivors report another as failed (one report alone is a vote that is
+held): the rest recover again and the reported node gets muster.Excluded.  In one process: bad input (a report of a
 non-member, an empty id, recover() while the generation runs or without a
 membership) raises clearly."""
 
@@ -113,16 +113,20 @@ def test_sigkill_survivors_recover_in_order_with_standby(start_daemon):
         assert second[0]["excluded"] == [["w1", 1, "closed its connection"]]
         assert [(a["node_rank"], a["old_node_rank"]) for a in second] == [(0, 0), (1, 2), (2, 3), (3, None)]
 
-        # A survivor reports another (alive, say hung): the rest recover, the reported one is excluded.
+        # Two survivors report another (alive, say hung): the rest recover, the reported one is excluded.
+        # One report alone is a vote that is held (w3 still heartbeats): nobody recovers on it.
         workers[0].send("report w3 hung")
         assert workers[0].next("reported")["node_id"] == "w3"
+        time.sleep(0.5)
+        workers[2].send("report w3 hung")
+        assert workers[2].next("reported")["node_id"] == "w3"
         third = [w.next("assignment") for w in (workers[0], workers[2], spare)]
         for a in third:
             assert "error" not in a, a
             assert _agreed(a) == _agreed(third[0])
         assert third[0]["generation"] == g2 + 1 and third[0]["previous_generation"] == g2
         assert third[0]["members"] == [["w0", 0, 0, 0], ["w2", 1, 1, 2], ["spare", 2, 3, 4]]
-        assert third[0]["excluded"] == [["w3", 2, "reported failed by 'w0': hung"]]
+        assert third[0]["excluded"] == [["w3", 2, "reported failed by 'w2' and 'w0': hung"]]
         refused = workers[3].next("recover")
         assert refused["error"] == "Excluded" and refused["code"] == 15
         # Excluded whether it asks before the round closed or after (its heartbeat finds it stale).
@@ -166,15 +170,19 @@ def test_bad_input_and_excluded_in_process(daemon):
         with pytest.raises(muster.NotMember):
             outsider.report("n0")
 
+        # A report is a vote: n0's alone is held, and n1 stays a member.
         n0.report("n1", cause="no progress for 60 s")
+        n1.heartbeat()
+        # n1's own word agrees: it is excluded.
+        n1.report("n1", cause="no progress for 60 s")
         with pytest.raises(muster.Excluded) as e:
             n1.recover(timeout=5)
         assert e.value.code == 15 and not e.value.retryable
-        assert "reported failed by 'n0': no progress for 60 s" in str(e.value)
+        assert "reported failed by 'n1': no progress for 60 s" in str(e.value)
         a = n0.recover(timeout=5)  # min_nodes is 1: n0 goes on alone
         assert a.recovered and a.previous_generation == a.generation - 1 and a.old_node_rank == 0
         assert a.num_nodes == 1 and a.members[0]["node_id"] == "n0" and a.members[0]["old_node_rank"] == 0
-        assert a.excluded == [ExcludedMember("n1", 1, "reported failed by 'n0': no progress for 60 s")]
+        assert a.excluded == [ExcludedMember("n1", 1, "reported failed by 'n1': no progress for 60 s")]
         n0.heartbeat()  # the Node heartbeats for the new generation
         with pytest.raises(muster.Excluded, match="replaced"):
             n1.recover(timeout=5)
