@@ -95,10 +95,17 @@ static void run_policy_leave(struct run_policy *p, int finished, struct run_acts
     run_policy_act(out, RUN_ACT_LEAVE, finished);
 }
 
+/* Whether this node's membership wants heartbeats: not once its generation is known broken (it stays
+ * a member only to be known as a survivor when it joins again). */
+static int run_policy_beating(const struct run_policy *p)
+{
+    return p->member && !(p->state == RUN_ST_STOPPING && p->cause == RUN_CAUSE_LOST);
+}
+
 /* Ask for a heartbeat when one is due. */
 static void run_policy_beat(struct run_policy *p, uint64_t now, struct run_acts *out)
 {
-    if (!p->member || now < p->next_beat)
+    if (!run_policy_beating(p) || now < p->next_beat)
         return;
     /* Until the answer says otherwise; an answer that never comes must not make every turn ask again. */
     p->next_beat = now + p->every;
@@ -125,15 +132,17 @@ static void run_policy_on_signal(struct run_policy *p, uint64_t now, struct run_
     run_policy_stop(p, RUN_CAUSE_SIGNAL, p->sig, now, out);
 }
 
-/* This generation broke or failed: leave first, so the other nodes learn of it now and not after our
- * grace period, then stop the workers.  To grow, stay a member (heartbeating) until the re-join: a join
- * from a member breaks its generation and enters the next round in one step, so the round cannot close
- * without this node. */
+/* This generation broke or failed: when this node's worker failed, leave first, so the other nodes
+ * learn of it now and not after our grace period, then stop the workers.  Otherwise stay a member until
+ * the re-join: to grow, a join from a member breaks its generation and enters the next round in one
+ * step, so the round cannot close without this node; after another node's loss, musterd then knows
+ * this node as a survivor of the broken generation, and the round closes as soon as every survivor is
+ * back instead of waiting for its last call. */
 static void run_policy_break(struct run_policy *p, enum run_cause cause, uint64_t now, struct run_acts *out)
 {
     if (cause == RUN_CAUSE_FAILED)
         run_policy_act(out, RUN_ACT_REPORT, 0);
-    if (cause != RUN_CAUSE_GROW)
+    if (cause != RUN_CAUSE_GROW && cause != RUN_CAUSE_LOST)
         run_policy_leave(p, 0, out);
     run_policy_stop(p, cause, SIGTERM, now, out);
 }
@@ -181,6 +190,7 @@ static void run_policy_after_stop(struct run_policy *p, struct run_acts *out)
     if (p->cause != RUN_CAUSE_GROW) {
         if ((uint32_t)p->restarts >= p->cfg.max_restarts) {
             run_policy_act(out, RUN_ACT_SAY, RUN_NOTE_NO_RESTARTS);
+            run_policy_leave(p, 0, out);
             /* The status of the failure that began the stop, not of the workers the stop ended. */
             run_policy_end(p, p->stop_failure ? p->stop_failure : 1, out);
             return;
@@ -515,7 +525,7 @@ uint64_t run_policy_wake(const struct run_policy *p)
 {
     uint64_t at = UINT64_MAX;
     int beats = p->state == RUN_ST_RUNNING || p->state == RUN_ST_FINISHING || p->state == RUN_ST_STOPPING;
-    if (beats && p->member)
+    if (beats && run_policy_beating(p))
         at = p->next_beat;
     if ((p->state == RUN_ST_STOPPING || p->state == RUN_ST_KILLING) && p->deadline < at)
         at = p->deadline;

@@ -210,6 +210,8 @@ void rdzv_unpark(struct rdzv_node *n)
     rdzv_set_del(rdzv_queue_set(n->rz, was), n);
     if (was == RDZV_Q_ROUND)
         HASH_DELETE(hh_round, n->rz->round_ids, n);
+    if (was == RDZV_Q_ROUND && n->generation && n->generation == n->rz->generation && n->rz->round_members)
+        n->rz->round_members--;
     n->queue = RDZV_Q_NONE;
     if (was == RDZV_Q_RECOVER)
         rdzv_recover_moved(n->rz, n, -1);
@@ -243,6 +245,7 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *nodes, uint64_t pre
     core_emit(rdzv_core(rz), &(struct record){.kind = RECORD_GEN, .ns = rz->ns->name, .gen = rz->generation});
     free(rz->members.v);
     rz->members = *nodes;
+    rz->live_members = nodes->n;
     for (size_t i = 0; i < nodes->n; i++) {
         struct rdzv_node *n = nodes->v[i];
         /* A member of prev that was lost from it (it joined again as a newcomer, its worker replaced) is
@@ -425,6 +428,7 @@ static void rdzv_round_close(struct rdzv *rz)
 {
     struct rdzv_set joiners = rz->round;
     memset(&rz->round, 0, sizeof rz->round);
+    rz->round_members = 0;
     HASH_CLEAR(hh_round, rz->round_ids);
     if (rz->last_call)
         rdzv_disarm(rz, rz->last_call);
@@ -456,6 +460,15 @@ static void rdzv_last_call_cb(void *arg)
         rdzv_round_close(rz);
 }
 
+/* Whether the open round re-forms a broken generation with every live member of it back and nobody
+ * else: no one more is expected, so a last call would only add its wait to a restart.  (Newcomers and
+ * scale-ups still get the last call.)  O(1): both counts are kept as nodes park, leave and are lost. */
+static int rdzv_round_all_back(const struct rdzv *rz)
+{
+    return rz->generation && !rz->running && !rz->completed && rz->live_members == 0 && rz->round.n > 0 &&
+           rz->round_members == rz->round.n;
+}
+
 /* Decide what the open round does now: close, start or keep its last call, or wait. */
 void rdzv_round_check(struct rdzv *rz)
 {
@@ -476,6 +489,13 @@ void rdzv_round_check(struct rdzv *rz)
     if (rz->round.n >= rz->max || rz->last_call_ms == 0) {
         rdzv_round_close(rz);
         return;
+    }
+    if (rdzv_round_all_back(rz)) {
+        rdzv_round_purge(rz);   /* a joiner whose connection died is not back */
+        if (rz->round.n >= rz->min && rz->round.n > 0 && rdzv_round_all_back(rz)) {
+            rdzv_round_close(rz);
+            return;
+        }
     }
     const struct core_hooks *h = &rdzv_core(rz)->hooks;
     if (!rz->last_call && !(rz->last_call = h->timer_new(h->ctx, rdzv_last_call_cb, rz))) {
@@ -631,6 +651,8 @@ int rdzv_park(struct rdzv_node *n, enum rdzv_queue q, const struct rdzv_join_req
     }
     n->joining = 1;
     n->queue = q;
+    if (q == RDZV_Q_ROUND && n->generation && n->generation == rz->generation)
+        rz->round_members++;
     n->seq = ++rz->seq;
     n->seen_ms = rdzv_wall_ms(rz);
     n->join_id = id;

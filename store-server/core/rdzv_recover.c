@@ -318,6 +318,8 @@ void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const ch
     if (lost->queue != RDZV_Q_RECOVER)
         rdzv_recover_moved(rz, lost, 0);
     lost->lost = 1;
+    if (rz->live_members)
+        rz->live_members--;
     int first = rz->running;
     if (first)
         rdzv_break(rz, id, why);

@@ -129,7 +129,7 @@ static void t_finish_lost(void *arg)
     t_tell(&p, RUN_EV_WATCHING);
     t_feed(&p, (struct run_ev){.kind = RUN_EV_DONE_COUNT, .count = 1});
     CHECK_STR(t_feed(&p, (struct run_ev){.kind = RUN_EV_MEMBER_LOST, .generation = 4}), "say lost");
-    CHECK_STR(t_turn(&p), "unwatch, leave 0, signal 15");
+    CHECK_STR(t_turn(&p), "unwatch, signal 15");
     CHECK_EQ(p.state, RUN_ST_STOPPING);
     CHECK_STR(t_turn(&p), "release, say restart, join 0");
     CHECK_EQ(p.restarts, 1);
@@ -138,7 +138,7 @@ static void t_finish_lost(void *arg)
     t_exit(&p, 0, 0);
     CHECK_STR(t_turn(&p), "watch 1");
     t_tell(&p, RUN_EV_BROKEN);
-    CHECK_STR(t_turn(&p), "leave 0, signal 15");
+    CHECK_STR(t_turn(&p), "signal 15");
 }
 
 /* A signal while finishing stops (nothing runs any more) and ends with 128+signal. */
@@ -207,9 +207,9 @@ static void t_restart_counting(void *arg)
     t_init(&p, 0, 2);
     t_running(&p, 1, 2, 1);
     t_feed(&p, (struct run_ev){.kind = RUN_EV_MEMBER_LOST, .generation = 1});
-    CHECK_STR(t_turn(&p), "leave 0, signal 15");
+    CHECK_STR(t_turn(&p), "signal 15");
     t_exit(&p, 0, 128 + SIGTERM);
-    CHECK_STR(t_turn(&p), "release, say no-restarts, exit 1");
+    CHECK_STR(t_turn(&p), "release, say no-restarts, leave 0, exit 1");
 }
 
 /* A failure during a restart: news of the old generation is ignored, a worker that cannot start in the
@@ -254,14 +254,14 @@ static void t_lost_restarts(void *arg)
     CHECK_STR(t_feed(&p, (struct run_ev){.kind = RUN_EV_MEMBER_LOST, .generation = 1}), "say lost");
     /* Said once per generation. */
     CHECK_STR(t_feed(&p, (struct run_ev){.kind = RUN_EV_MEMBER_LOST, .generation = 1}), "");
-    CHECK_STR(t_turn(&p), "leave 0, signal 15");
+    CHECK_STR(t_turn(&p), "signal 15");
     CHECK_EQ(p.cause, RUN_CAUSE_LOST);
     t_exit(&p, 0, 128 + SIGTERM);
     CHECK_STR(t_turn(&p), "release, say restart, join 0");
     t_form(&p, 2, 2, 1);
     CHECK_EQ(p.lost, 0);
     t_tell(&p, RUN_EV_BROKEN);
-    CHECK_STR(t_turn(&p), "leave 0, signal 15");
+    CHECK_STR(t_turn(&p), "signal 15");
 }
 
 /* A node waiting to join grows a world below its maximum: stop without leaving, re-join, no restart used. */
@@ -409,7 +409,7 @@ static void t_heartbeats(void *arg)
     CHECK_STR(t_turn(&p), "heartbeat");
     CHECK_STR(t_feed(&p, (struct run_ev){.kind = RUN_EV_BEAT, .every = T_EVERY, .stale = 1}), "say ended");
     CHECK_STR(t_feed(&p, (struct run_ev){.kind = RUN_EV_BEAT, .every = T_EVERY, .stale = 1}), "");
-    CHECK_STR(t_turn(&p), "leave 0, signal 15");
+    CHECK_STR(t_turn(&p), "signal 15");
     /* Left: no heartbeat and no wake-up for one while the stop waits only for its grace period. */
     CHECK_EQ(run_policy_wake(&p), 4000 + T_GRACE);
 }

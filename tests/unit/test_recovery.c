@@ -457,6 +457,41 @@ static void t_report_heartbeat(void *unused)
     t_world_fini(&w);
 }
 
+/* Restarts: a plain round that re-forms a broken generation closes as soon as every live member is back,
+ * without the last call; a newcomer among them (a replacement, a scale-up) gets the last call. */
+static void t_restart_all_back(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[5] = {{0}};
+    t_world_init(&w, 0);
+    uint64_t g = t_gen(&w, v, 4);
+    t_last_call = 1000;
+    t_kill(&v[2]);
+    int back[] = {3, 0, 1};
+    const char *ids[] = {"n3", "n0", "n1"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(t_rjoin(&w, &v[back[i]], ids[i], 1, 4, T_PLAIN), MUSTER__STATUS__OK);
+        CHECK_EQ(v[0].replies, i < 2 ? 1 : 2); /* closed by the third, with no time passing */
+    }
+    CHECK_EQ(v[0].a.generation, g + 1);
+    CHECK_EQ(v[3].a.world_size, 6);
+    /* n1 is lost; n0 and n3 come back with a newcomer: the last call runs. */
+    t_kill(&v[1]);
+    v[4].session = 5;
+    CHECK_EQ(t_rjoin(&w, &v[0], "n0", 1, 4, T_PLAIN), MUSTER__STATUS__OK);
+    CHECK_EQ(t_rjoin(&w, &v[4], "n9", 1, 4, T_PLAIN), MUSTER__STATUS__OK);
+    CHECK_EQ(t_rjoin(&w, &v[3], "n3", 1, 4, T_PLAIN), MUSTER__STATUS__OK);
+    t_advance(999);
+    CHECK_EQ(v[0].replies, 2);
+    t_advance(1);
+    CHECK_EQ(v[0].replies, 3);
+    CHECK_EQ(v[4].a.generation, g + 2);
+    t_last_call = 60000;
+    t_close_all(v, 5);
+    t_world_fini(&w);
+}
+
 /* A join that times out says who joined and which members of the last generation did not come back,
  * with when each was last seen. */
 static void t_timeout_names_missing(void *unused)
@@ -590,6 +625,7 @@ int main(void)
     H_RUN(t_bad_input, NULL);
     H_RUN(t_report_votes, NULL);
     H_RUN(t_report_heartbeat, NULL);
+    H_RUN(t_restart_all_back, NULL);
     H_RUN(t_timeout_names_missing, NULL);
     H_RUN(t_views, NULL);
     return h_finish();
