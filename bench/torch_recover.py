@@ -230,7 +230,9 @@ def main():
     p.add_argument("--interval-ms", type=int, default=20)
     p.add_argument("--last-call-ms", type=int, default=2000)
     p.add_argument("--out", default=None)
+    p.add_argument("--d-timeout", type=int, default=AFTER_S["d"], help="seconds (d) may take after the kill")
     a = p.parse_args()
+    AFTER_S["d"] = a.d_timeout
     if os.environ.get("MUSTER_TEST_SANITIZE", "none") not in ("none", ""):
         print("a sanitizer build: muster's extension cannot load into this python; skipped")
         return 77
