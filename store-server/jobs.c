@@ -103,15 +103,16 @@ struct jobs_nodes {
     const struct rdzv_info *ri;
 };
 
-/* The state word of a node: standby, lost, recovering (in the recovery round), rejoining (in the open
- * round), or for a member of the latest generation running, done (it completed) or idle (it broke, the
- * member has not joined again). */
+/* The state word of a node: standby, lost (its loss broke the generation), left (lost after the break: a
+ * survivor that went), recovering (in the recovery round), rejoining (in the open round), or for a member
+ * of the latest generation running, done (it completed) or idle (it broke, the member has not joined
+ * again). */
 static const char *jobs_node_state(const struct rdzv_node_view *v, const struct rdzv_info *ri)
 {
     if (v->standby)
         return "standby";
     if (v->lost)
-        return "lost";
+        return v->broke ? "lost" : "left";
     if (v->recovering)
         return "recovering";
     if (v->joining)
@@ -147,7 +148,21 @@ static void jobs_gone_json(void *arg, const struct rdzv_excluded *e)
     struct jobs_nodes *l = arg;
     evbuffer_add_printf(l->b, "%s{\"node_id\":", l->n++ ? "," : "");
     escape_json(l->b, e->node_id);
-    evbuffer_add_printf(l->b, ",\"old_node_rank\":%" PRIu32 ",\"cause\":", e->old_node_rank);
+    evbuffer_add_printf(l->b, ",\"old_node_rank\":%" PRIu32 ",\"broke_generation\":%s,\"cause\":",
+                        e->old_node_rank, e->broke_generation ? "true" : "false");
+    escape_json(l->b, e->cause);
+    evbuffer_add(l->b, "}", 1);
+}
+
+/* Append the lost member whose loss broke the generation as "broken_by" (once: it is the first). */
+static void jobs_culprit_json(void *arg, const struct rdzv_excluded *e)
+{
+    struct jobs_nodes *l = arg;
+    if (!e->broke_generation || l->n++)
+        return;
+    evbuffer_add_printf(l->b, ",\"broken_by\":{\"node_id\":");
+    escape_json(l->b, e->node_id);
+    evbuffer_add_printf(l->b, ",\"cause\":");
     escape_json(l->b, e->cause);
     evbuffer_add(l->b, "}", 1);
 }
@@ -188,7 +203,11 @@ static void jobs_detail_json(struct ns *ns, struct evbuffer *buf)
     evbuffer_add_printf(buf, "],\"excluded\":{\"members\":[");
     rdzv_each_gone(ns, &gen, jobs_gone_json, &l);
     l.n = 0;
-    evbuffer_add_printf(buf, "],\"generation\":%" PRIu64 "}}", gen);
+    evbuffer_add_printf(buf, "],\"generation\":%" PRIu64 "}", gen);
+    rdzv_each_gone(ns, &gen, jobs_culprit_json, &l);
+    if (!l.n)
+        evbuffer_add_printf(buf, ",\"broken_by\":null");
+    evbuffer_add(buf, "}", 1);
 }
 
 /* Append one job's summary, members and timeline as JSON; -1 when no such job. */
@@ -255,7 +274,8 @@ static void jobs_gone_text(void *arg, const struct rdzv_excluded *e)
     char node[128], cause[256];
     escape_text(node, sizeof node, e->node_id);
     escape_text(cause, sizeof cause, e->cause);
-    evbuffer_add_printf(arg, "  %9" PRIu32 "  %-32s %s\n", e->old_node_rank, node, cause);
+    evbuffer_add_printf(arg, "  %9" PRIu32 "  %-32s %s%s\n", e->old_node_rank, node, cause,
+                        e->broke_generation ? " (broke the generation)" : " (after the break)");
 }
 
 /* Append one timeline event as a text row with a UTC timestamp. */

@@ -282,7 +282,7 @@ static struct rdzv_excluded *rdzv_excluded_list(const struct rdzv *rz, uint64_t 
         return NULL;
     struct rdzv_excluded *ev = calloc(rz->n_gone, sizeof *ev);
     for (size_t i = 0; ev && i < rz->n_gone; i++)
-        ev[i] = (struct rdzv_excluded){rz->gone[i].id, rz->gone[i].old_rank, rz->gone[i].cause};
+        ev[i] = (struct rdzv_excluded){rz->gone[i].id, rz->gone[i].old_rank, rz->gone[i].cause, rz->gone[i].broke};
     *n = ev ? rz->n_gone : 0;
     return ev;
 }

@@ -42,6 +42,7 @@ struct rdzv_node {
     uint32_t node_rank, rank_start;
     uint32_t old_rank;             /* its rank in the generation before (recovery rounds), or RDZV_NO_RANK */
     int lost;                      /* lost from its generation (excluded: rz->gone says why) */
+    int broke;                     /* its loss is what broke that generation (the first loss) */
     uint64_t seen_ms;              /* wall-clock time of its last join or heartbeat (for timeouts' words) */
     struct core_timer *hb_timer;
     UT_hash_handle hh_round;       /* in rz->round_ids while in the open round */
@@ -59,6 +60,7 @@ struct rdzv_set {
 struct rdzv_gone {
     char id[RDZV_ID_MAX + 1];
     uint32_t old_rank;
+    int broke; /* the loss that broke the generation; later ones are survivors that went after it */
     char cause[RDZV_CAUSE_MAX + 1];
 };
 
