@@ -263,7 +263,8 @@ static void t_json_case(void *unused)
     (void)unused;
     static const char *const server[] = {
         "version", "state", "ready", "connections.current", "connections.limit", "namespaces.current",
-        "namespaces.limit", "keys.current", "keys.limit_per_namespace", "bytes.current", "bytes.limit_per_namespace",
+        "namespaces.limit", "keys.current", "keys.largest_namespace", "keys.limit_per_namespace", "bytes.current",
+        "bytes.largest_namespace", "bytes.limit_per_namespace", "buffer_memory.current", "buffer_memory.limit",
         "parked.current", "parked.limit", "parked.limit_per_namespace", "watches.current", "watches.limit",
         "persistence.enabled", "persistence.ready", "persistence.fsync", "persistence.records", "persistence.errors",
         "persistence.compacting", "ha.enabled", "ha.role", "ha.leader", NULL};
@@ -284,6 +285,12 @@ static void t_json_case(void *unused)
     CHECK_STR(json_string_value(t_at(health, "ha.role")), "single");
     CHECK(json_integer_value(t_at(health, "keys.current")) >= 2); /* ours and muster/rdzv/generation */
     CHECK(json_integer_value(t_at(health, "connections.current")) >= 4);
+    /* The per-job limits are compared with the largest job, not with the store's total. */
+    json_t *only = t_json("/v1/jobs/job");
+    CHECK_EQ(json_integer_value(t_at(health, "keys.largest_namespace")), json_integer_value(t_at(only, "keys")));
+    CHECK_EQ(json_integer_value(t_at(health, "bytes.largest_namespace")), json_integer_value(t_at(only, "bytes")));
+    CHECK_EQ(json_integer_value(t_at(health, "buffer_memory.limit")), 1 << 30);
+    json_decref(only);
     json_decref(health);
     json_t *jobs = t_at(all, "jobs");
     CHECK_EQ(json_array_size(jobs), 1);
@@ -423,6 +430,8 @@ static void t_page_case(const char *chrome)
     CHECK(t_dom_has(dom, "<tr data-node=\"s0\""));                   /* the standby's row */
     CHECK(t_dom_has(dom, "127.0.0.1:"));                              /* members' addresses */
     CHECK(t_dom_has(dom, "data-gauge=\"connections\""));              /* the store's health */
+    CHECK(t_dom_has(dom, "data-gauge=\"keys, largest job (limit per job)\""));
+    CHECK(!t_dom_has(dom, "data-gauge=\"keys (limit per job)\""));
     CHECK(!t_dom_has(dom, T_TOKEN) && !t_dom_has(dom, T_VALUE) && !t_dom_has(dom, T_KEY));
     free(dom);
 
