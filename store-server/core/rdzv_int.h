@@ -94,8 +94,9 @@ struct rdzv {
     uint64_t gone_gen;         /* the generation the gone list is about */
     struct rdzv_gone *gone;    /* its members lost so far, in order of loss */
     size_t n_gone, cap_gone;
-    struct rdzv_event ring[RDZV_RING]; /* the timeline, a ring */
-    size_t ring_next, ring_n;
+    struct rdzv_event *ring;   /* the timeline, a ring of ring_cap events: allocated at the first event and
+                                  doubled as it fills, up to RDZV_RING (most jobs record a handful) */
+    size_t ring_cap, ring_next, ring_n;
 };
 
 /* Append a node to a set; 0, or -1 when memory ran out. */

@@ -125,9 +125,9 @@ void rdzv_each_event(const struct ns *ns, void (*fn)(void *arg, const struct rdz
     const struct rdzv *rz = ns->rdzv;
     if (!rz)
         return;
-    size_t first = (rz->ring_next + RDZV_RING - rz->ring_n) % RDZV_RING;
+    size_t first = (rz->ring_next + rz->ring_cap - rz->ring_n) % (rz->ring_cap ? rz->ring_cap : 1);
     for (size_t i = 0; i < rz->ring_n; i++)
-        fn(arg, &rz->ring[(first + i) % RDZV_RING]);
+        fn(arg, &rz->ring[(first + i) % rz->ring_cap]);
 }
 
 /* Append to buf at *off the ids of the nodes in s that are not self and pass keep, at most 8, each with
