@@ -6,9 +6,11 @@
  * parked requests and watches; then persistence (--data-dir) and high
  * availability (--ha: this daemon's role and the leader it knows).
  *
- * /v1/status is {"time_ms", "server": what /v1/server answers, "jobs": what
- * /v1/jobs/NAME answers, for every job}; the job objects come from jobs.c,
- * so there is one writer of each.  No value and no token is ever written;
+ * /v1/status is {"time_ms", "server": what /v1/server answers, "summary":
+ * the jobs' counts by state, "page": which of them follow, "jobs": what
+ * /v1/jobs/NAME answers, for one page of jobs (jobs_index.c: broken and
+ * running first)}; the job objects come from jobs.c, so there is one
+ * writer of each.  No value and no token is ever written;
  * the only key names are the NCCL id keys of the jobs' timelines.
  */
 #include "status_json.h"
@@ -21,6 +23,7 @@
 #include "escape.h"
 #include "ha.h"
 #include "jobs.h"
+#include "jobs_index.h"
 #include "ns.h"
 #include "persist.h"
 #include "server.h"
@@ -123,12 +126,16 @@ void status_json_server(struct server *srv, struct evbuffer *b)
     evbuffer_add(b, "}", 1);
 }
 
-/* Append {"time_ms":..., "server":{...}, "jobs":[...]}: the health and every job's detail. */
-void status_json_all(struct server *srv, struct evbuffer *b)
+/* Append {"time_ms", "server", "summary", "page", "jobs":[...]}: the health, the jobs' counts by state
+ * and page pg of the jobs in detail (broken and running first). */
+void status_json_all(struct server *srv, const struct jobs_index *ix, const struct jobs_page *pg,
+                     struct evbuffer *b)
 {
     evbuffer_add_printf(b, "{\"time_ms\":%" PRIu64 ",\"server\":", status_json_now_ms());
     status_json_server(srv, b);
+    evbuffer_add(b, ",", 1);
+    jobs_index_json(ix, pg, b);
     evbuffer_add_printf(b, ",\"jobs\":[");
-    jobs_each_json(srv, b);
+    jobs_page_json(srv, ix, pg, b);
     evbuffer_add_printf(b, "]}\n");
 }

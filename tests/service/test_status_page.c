@@ -202,12 +202,13 @@ static void t_kill(int i)
     t_pids[i] = 0;
 }
 
-/* Job "job" once its excluded list holds n members (up to 20 s); NULL if never. */
-static json_t *t_await_excluded(size_t n)
+/* Job "job" once its excluded list of generation gen holds n members (up to 20 s); NULL if never. */
+static json_t *t_await_excluded(int gen, size_t n)
 {
     for (int64_t end = h_now_ms() + 20000; h_now_ms() < end; h_nap(50)) {
         json_t *j = t_json("/v1/jobs/job");
-        if (j && json_array_size(t_at(j, "excluded.members")) == n)
+        if (j && json_integer_value(t_at(j, "excluded.generation")) == gen &&
+            json_array_size(t_at(j, "excluded.members")) == n)
             return j;
         json_decref(j);
     }
@@ -218,13 +219,13 @@ static json_t *t_await_excluded(size_t n)
 static void t_culprit(void)
 {
     t_kill(0);
-    json_t *j = t_await_excluded(1);
+    json_t *j = t_await_excluded(2, 1);
     CHECK(j != NULL);
     CHECK_STR(json_string_value(t_at(j, "broken_by.node_id")), "n0");
     json_decref(j);
     t_kill(2);
     t_kill(3);
-    j = t_await_excluded(3);
+    j = t_await_excluded(2, 3);
     CHECK(j != NULL);
     CHECK_EQ(json_integer_value(t_at(j, "excluded.generation")), 2);
     CHECK_STR(json_string_value(t_at(j, "broken_by.node_id")), "n0");
@@ -432,6 +433,9 @@ static void t_page_case(const char *chrome)
     CHECK(t_dom_has(dom, "data-gauge=\"connections\""));              /* the store's health */
     CHECK(t_dom_has(dom, "data-gauge=\"keys, largest job (limit per job)\""));
     CHECK(!t_dom_has(dom, "data-gauge=\"keys (limit per job)\""));
+    CHECK(t_dom_has(dom, "data-summary=\"1\""));                    /* the counts by state and the pager */
+    CHECK(t_dom_has(dom, "data-page=\"0-1\""));
+    CHECK(t_dom_has(dom, "data-pager=\"next\" disabled"));
     CHECK(!t_dom_has(dom, T_TOKEN) && !t_dom_has(dom, T_VALUE) && !t_dom_has(dom, T_KEY));
     free(dom);
 
