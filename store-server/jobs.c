@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "escape.h"
+#include "jobs_index.h"
 #include "ns.h"
 #include "rdzv.h"
 #include "server.h"
@@ -37,32 +38,17 @@ static const char *const jobs_event_names[] = {
     [RDZV_EV_RECOVERY_FAILED] = "recovery_failed",
 };
 
-/* The state word of a job: none (never used rendezvous), forming, running, completed, recovering (a
- * recovery round is open) or broken. */
-static const char *jobs_state(const struct rdzv_info *ri, int has)
-{
-    if (!has)
-        return "none";
-    if (ri->running)
-        return "running";
-    if (ri->completed)
-        return "completed";
-    if (ri->recovering)
-        return "recovering";
-    return ri->generation ? "broken" : "forming";
-}
-
 /* Append one job's summary fields (no braces) as JSON. */
 static void jobs_summary_json(struct ns *ns, struct evbuffer *b)
 {
     struct rdzv_info ri;
-    int has = rdzv_info(ns, &ri) == 0;
+    rdzv_info(ns, &ri);
     evbuffer_add_printf(b, "\"name\":");
     escape_json(b, ns->name);
     evbuffer_add_printf(b,
                         ",\"keys\":%zu,\"bytes\":%" PRIu64 ",\"connections\":%zu,\"state\":\"%s\",\"generation\":%" PRIu64
                         ",\"num_members\":%zu,\"joining\":%zu,\"world_size\":%" PRIu32 ",\"failures\":%" PRIu64,
-                        ns->ks.count, ns->ks.bytes, ns_conns(ns), jobs_state(&ri, has), ri.generation, ri.members,
+                        ns->ks.count, ns->ks.bytes, ns_conns(ns), jobs_state_word(jobs_state_of(ns)), ri.generation, ri.members,
                         ri.joining, ri.world_size, ri.failures);
     evbuffer_add_printf(b,
                         ",\"parked\":%zu,\"generations_formed\":%" PRIu64 ",\"recoveries\":%" PRIu64
@@ -87,12 +73,23 @@ static void jobs_list_one(struct ns *ns, void *arg)
     evbuffer_add(l->b, "}", 1);
 }
 
-/* Append {"jobs":[...]} summarising every namespace to buf. */
-void jobs_list_json(struct server *srv, struct evbuffer *buf)
+/* Call fn on each job of page pg in report order, counting an answer that leaves jobs for a later page. */
+static void jobs_page_each(struct server *srv, const struct jobs_index *ix, const struct jobs_page *pg,
+                           void (*fn)(struct ns *ns, void *arg), void *arg)
+{
+    if (jobs_index_each(srv, ix, pg, fn, arg) > 0)
+        stats_inc(&srv->stats, STAT_HTTP_PAGES_CUT);
+}
+
+/* Append {"summary":..., "page":..., "jobs":[...]}: the counts by state and page pg's summaries. */
+void jobs_list_json(struct server *srv, const struct jobs_index *ix, const struct jobs_page *pg,
+                    struct evbuffer *buf)
 {
     struct jobs_list l = {buf, 0};
-    evbuffer_add_printf(buf, "{\"jobs\":[");
-    ns_each(srv, jobs_list_one, &l);
+    evbuffer_add(buf, "{", 1);
+    jobs_index_json(ix, pg, buf);
+    evbuffer_add_printf(buf, ",\"jobs\":[");
+    jobs_page_each(srv, ix, pg, jobs_list_one, &l);
     evbuffer_add_printf(buf, "]}\n");
 }
 
@@ -103,15 +100,16 @@ struct jobs_nodes {
     const struct rdzv_info *ri;
 };
 
-/* The state word of a node: standby, lost, recovering (in the recovery round), rejoining (in the open
- * round), or for a member of the latest generation running, done (it completed) or idle (it broke, the
- * member has not joined again). */
+/* The state word of a node: standby, lost (its loss broke the generation), left (lost after the break: a
+ * survivor that went), recovering (in the recovery round), rejoining (in the open round), or for a member
+ * of the latest generation running, done (it completed) or idle (it broke, the member has not joined
+ * again). */
 static const char *jobs_node_state(const struct rdzv_node_view *v, const struct rdzv_info *ri)
 {
     if (v->standby)
         return "standby";
     if (v->lost)
-        return "lost";
+        return v->broke ? "lost" : "left";
     if (v->recovering)
         return "recovering";
     if (v->joining)
@@ -147,7 +145,21 @@ static void jobs_gone_json(void *arg, const struct rdzv_excluded *e)
     struct jobs_nodes *l = arg;
     evbuffer_add_printf(l->b, "%s{\"node_id\":", l->n++ ? "," : "");
     escape_json(l->b, e->node_id);
-    evbuffer_add_printf(l->b, ",\"old_node_rank\":%" PRIu32 ",\"cause\":", e->old_node_rank);
+    evbuffer_add_printf(l->b, ",\"old_node_rank\":%" PRIu32 ",\"broke_generation\":%s,\"cause\":",
+                        e->old_node_rank, e->broke_generation ? "true" : "false");
+    escape_json(l->b, e->cause);
+    evbuffer_add(l->b, "}", 1);
+}
+
+/* Append the lost member whose loss broke the generation as "broken_by" (once: it is the first). */
+static void jobs_culprit_json(void *arg, const struct rdzv_excluded *e)
+{
+    struct jobs_nodes *l = arg;
+    if (!e->broke_generation || l->n++)
+        return;
+    evbuffer_add_printf(l->b, ",\"broken_by\":{\"node_id\":");
+    escape_json(l->b, e->node_id);
+    evbuffer_add_printf(l->b, ",\"cause\":");
     escape_json(l->b, e->cause);
     evbuffer_add(l->b, "}", 1);
 }
@@ -188,7 +200,11 @@ static void jobs_detail_json(struct ns *ns, struct evbuffer *buf)
     evbuffer_add_printf(buf, "],\"excluded\":{\"members\":[");
     rdzv_each_gone(ns, &gen, jobs_gone_json, &l);
     l.n = 0;
-    evbuffer_add_printf(buf, "],\"generation\":%" PRIu64 "}}", gen);
+    evbuffer_add_printf(buf, "],\"generation\":%" PRIu64 "}", gen);
+    rdzv_each_gone(ns, &gen, jobs_culprit_json, &l);
+    if (!l.n)
+        evbuffer_add_printf(buf, ",\"broken_by\":null");
+    evbuffer_add(buf, "}", 1);
 }
 
 /* Append one job's summary, members and timeline as JSON; -1 when no such job. */
@@ -211,11 +227,13 @@ static void jobs_detail_one(struct ns *ns, void *arg)
     jobs_detail_json(ns, l->b);
 }
 
-/* Append every job's detail (as jobs_one_json writes one) as the elements of a JSON array, no brackets. */
-void jobs_each_json(struct server *srv, struct evbuffer *buf)
+/* Append page pg's jobs' detail (as jobs_one_json writes one) as the elements of a JSON array, no
+ * brackets. */
+void jobs_page_json(struct server *srv, const struct jobs_index *ix, const struct jobs_page *pg,
+                    struct evbuffer *buf)
 {
     struct jobs_list l = {buf, 0};
-    ns_each(srv, jobs_detail_one, &l);
+    jobs_page_each(srv, ix, pg, jobs_detail_one, &l);
 }
 
 /* Append one table row for a namespace. */
@@ -223,11 +241,11 @@ static void jobs_row_text(struct ns *ns, void *arg)
 {
     struct evbuffer *b = arg;
     struct rdzv_info ri;
-    int has = rdzv_info(ns, &ri) == 0;
+    rdzv_info(ns, &ri);
     char name[65];
     escape_text(name, sizeof name, ns->name);
     evbuffer_add_printf(b, "%-24s %6" PRIu64 " %-8s %7zu %7zu %6" PRIu32 " %8" PRIu64 " %8zu %5zu\n", name,
-                        ri.generation, jobs_state(&ri, has), ri.members, ri.joining, ri.world_size, ri.failures,
+                        ri.generation, jobs_state_word(jobs_state_of(ns)), ri.members, ri.joining, ri.world_size, ri.failures,
                         ns->ks.count, ns_conns(ns));
 }
 
@@ -255,7 +273,8 @@ static void jobs_gone_text(void *arg, const struct rdzv_excluded *e)
     char node[128], cause[256];
     escape_text(node, sizeof node, e->node_id);
     escape_text(cause, sizeof cause, e->cause);
-    evbuffer_add_printf(arg, "  %9" PRIu32 "  %-32s %s\n", e->old_node_rank, node, cause);
+    evbuffer_add_printf(arg, "  %9" PRIu32 "  %-32s %s%s\n", e->old_node_rank, node, cause,
+                        e->broke_generation ? " (broke the generation)" : " (after the break)");
 }
 
 /* Append one timeline event as a text row with a UTC timestamp. */
@@ -273,13 +292,26 @@ static void jobs_event_text(void *arg, const struct rdzv_event *ev)
                         ev->generation, jobs_event_names[ev->kind], what, *what && *cause ? ": " : "", cause);
 }
 
-/* Append the job table (name NULL) or one job's detail as terminal text; -1 when no such job. */
-int jobs_text(struct server *srv, const char *name, struct evbuffer *buf)
+/* Append page pg of the job table as terminal text, and a line saying how to see the rest. */
+static void jobs_table_text(struct server *srv, const struct jobs_index *ix, const struct jobs_page *pg,
+                            struct evbuffer *buf)
+{
+    uint64_t left = jobs_index_each(srv, ix, pg, jobs_row_text, buf);
+    if (left > 0) {
+        stats_inc(&srv->stats, STAT_HTTP_PAGES_CUT);
+        evbuffer_add_printf(buf, "... %" PRIu64 " more of %zu jobs (?offset=%" PRIu64 ")\n", left, ix->n,
+                            pg->offset + pg->limit);
+    }
+}
+
+/* Append page pg of the job table (name NULL) or one job's detail as terminal text; -1 when no such job. */
+int jobs_text(struct server *srv, const char *name, const struct jobs_index *ix, const struct jobs_page *pg,
+              struct evbuffer *buf)
 {
     static const char head[] = "JOB                         GEN STATE    MEMBERS JOINING  WORLD FAILURES     KEYS CONNS\n";
     if (!name) {
         evbuffer_add(buf, head, sizeof head - 1);
-        ns_each(srv, jobs_row_text, buf);
+        jobs_table_text(srv, ix, pg, buf);
         return 0;
     }
     struct ns *ns = ns_find(srv, name);

@@ -32,7 +32,10 @@
 
 #include "escape.h"
 #include "ha.h"
+#include "http_cache.h"
+#include "http_host.h"
 #include "jobs.h"
+#include "jobs_index.h"
 #include "listener.h"
 #include "log.h"
 #include "ns.h"
@@ -40,6 +43,7 @@
 #include "persist.h"
 #include "rdzv.h"
 #include "server.h"
+#include "status_json.h"
 #include "status_page.h"
 
 struct metrics {
@@ -47,6 +51,7 @@ struct metrics {
     struct evhttp_bound_socket *sock;
     uint16_t port;
     double started; /* Unix time the daemon started serving metrics, for muster_start_time_seconds */
+    struct http_cache *cache; /* rendered answers, kept for --http-cache */
 };
 
 /* ------------------------------------------------------------ rendering */
@@ -163,6 +168,7 @@ static void metrics_limits(const struct server *srv, struct evbuffer *b)
 struct metrics_ns_row {
     const char *name, *type, *help;
     uint64_t (*value)(struct ns *ns);
+    int summed; /* the unlisted namespaces' values add up to something meaningful (not a generation) */
 };
 
 /* Keys held by a namespace. */
@@ -199,40 +205,92 @@ METRICS_RDZV_FIELD(running)
 METRICS_RDZV_FIELD(failures)
 
 static const struct metrics_ns_row metrics_ns_rows[] = {
-    {"muster_namespace_keys", "gauge", "Keys stored in the namespace", metrics_ns_keys},
-    {"muster_namespace_bytes", "gauge", "Key plus value bytes stored in the namespace", metrics_ns_bytes},
-    {"muster_namespace_connections", "gauge", "Connections of the namespace", metrics_ns_conns},
-    {"muster_rdzv_generation", "gauge", "Latest rendezvous generation formed", metrics_rdzv_generation},
-    {"muster_rdzv_members", "gauge", "Members (nodes) of the latest generation", metrics_rdzv_members},
-    {"muster_rdzv_joining", "gauge", "Nodes parked in the open round", metrics_rdzv_joining},
-    {"muster_rdzv_world_size", "gauge", "World size of the latest generation", metrics_rdzv_world_size},
-    {"muster_rdzv_running", "gauge", "1 while the latest generation runs", metrics_rdzv_running},
-    {"muster_rdzv_failures_total", "counter", "Generations broken by a lost member", metrics_rdzv_failures},
+    {"muster_namespace_keys", "gauge", "Keys stored in the namespace", metrics_ns_keys, 1},
+    {"muster_namespace_bytes", "gauge", "Key plus value bytes stored in the namespace", metrics_ns_bytes, 1},
+    {"muster_namespace_connections", "gauge", "Connections of the namespace", metrics_ns_conns, 1},
+    {"muster_rdzv_generation", "gauge", "Latest rendezvous generation formed", metrics_rdzv_generation, 0},
+    {"muster_rdzv_members", "gauge", "Members (nodes) of the latest generation", metrics_rdzv_members, 1},
+    {"muster_rdzv_joining", "gauge", "Nodes parked in the open round", metrics_rdzv_joining, 1},
+    {"muster_rdzv_world_size", "gauge", "World size of the latest generation", metrics_rdzv_world_size, 1},
+    {"muster_rdzv_running", "gauge", "1 while the latest generation runs", metrics_rdzv_running, 1},
+    {"muster_rdzv_failures_total", "counter", "Generations broken by a lost member", metrics_rdzv_failures, 1},
 };
 
-/* A per-namespace walk: the buffer and the family being written. */
-struct metrics_walk {
-    struct evbuffer *b;
-    const struct metrics_ns_row *row;
+/* A namespace as the scrape ranks it: broken or recovering first, then the most connections, then the
+ * most bytes, then by name. */
+struct metrics_pick {
+    struct ns *ns;
+    int bad;
+    size_t conns;
+    uint64_t bytes;
 };
 
-/* Append one namespace's sample of the current family. */
-static void metrics_ns_one(struct ns *ns, void *arg)
+/* The namespaces of one scrape. */
+struct metrics_picks {
+    struct metrics_pick *v;
+    size_t n, cap;
+};
+
+/* Add one namespace to the scrape's list. */
+static void metrics_pick_add(struct ns *ns, void *arg)
 {
-    struct metrics_walk *w = arg;
-    evbuffer_add_printf(w->b, "%s{namespace=\"", w->row->name);
-    escape_label(w->b, ns->name);
-    evbuffer_add_printf(w->b, "\"} %" PRIu64 "\n", w->row->value(ns));
+    struct metrics_picks *p = arg;
+    enum jobs_state s = jobs_state_of(ns);
+    if (p->n < p->cap)
+        p->v[p->n++] = (struct metrics_pick){ns, s == JOBS_BROKEN || s == JOBS_RECOVERING, ns_conns(ns), ns->ks.bytes};
 }
 
-/* Append every per-namespace family (each family's samples together, as the format asks). */
+/* The scrape's order of namespaces. */
+static int metrics_pick_cmp(const void *a, const void *b)
+{
+    const struct metrics_pick *x = a, *y = b;
+    if (x->bad != y->bad)
+        return y->bad - x->bad;
+    if (x->conns != y->conns)
+        return x->conns > y->conns ? -1 : 1;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    return strcmp(x->ns->name, y->ns->name);
+}
+
+/* Append one family: the listed namespaces' samples, then the sum of the rest as namespace="",other="true". */
+static void metrics_ns_family(struct evbuffer *b, const struct metrics_ns_row *row, const struct metrics_picks *p,
+                              size_t shown)
+{
+    metrics_family(b, row->name, row->type, row->help);
+    uint64_t rest = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (i >= shown) {
+            rest += row->value(p->v[i].ns);
+            continue;
+        }
+        evbuffer_add_printf(b, "%s{namespace=\"", row->name);
+        escape_label(b, p->v[i].ns->name);
+        evbuffer_add_printf(b, "\"} %" PRIu64 "\n", row->value(p->v[i].ns));
+    }
+    if (p->n > shown && row->summed)
+        evbuffer_add_printf(b, "%s{namespace=\"\",other=\"true\"} %" PRIu64 "\n", row->name, rest);
+}
+
+/* Append every per-namespace family for the first --metrics-max-namespaces namespaces in the scrape's order
+ * (each family's samples together, as the format asks), the rest summed, and how many were left out. */
 static void metrics_namespaces(struct server *srv, struct evbuffer *b)
 {
-    for (size_t i = 0; i < sizeof metrics_ns_rows / sizeof metrics_ns_rows[0]; i++) {
-        struct metrics_walk w = {b, &metrics_ns_rows[i]};
-        metrics_family(b, w.row->name, w.row->type, w.row->help);
-        ns_each(srv, metrics_ns_one, &w);
-    }
+    size_t cap = (size_t)srv->stats.c[STAT_NAMESPACES] + 1;
+    struct metrics_picks p = {malloc(cap * sizeof *p.v), 0, cap};
+    if (!p.v)
+        return;
+    ns_each(srv, metrics_pick_add, &p);
+    qsort(p.v, p.n, sizeof *p.v, metrics_pick_cmp);
+    size_t shown = p.n < srv->opt.metrics_max_namespaces ? p.n : (size_t)srv->opt.metrics_max_namespaces;
+    for (size_t i = 0; i < sizeof metrics_ns_rows / sizeof metrics_ns_rows[0]; i++)
+        metrics_ns_family(b, &metrics_ns_rows[i], &p, shown);
+    metrics_family(b, "muster_namespaces_unlisted", "gauge",
+                   "Namespaces without series of their own in this scrape (summed into other=\"true\"; "
+                   "musterd --metrics-max-namespaces)");
+    evbuffer_add_printf(b, "muster_namespaces_unlisted %zu\n", p.n - shown);
+    stats_add(&srv->stats, STAT_METRICS_NS_UNLISTED, p.n - shown);
+    free(p.v);
 }
 
 /* Append the Prometheus text exposition of every metric to buf. */
@@ -247,117 +305,158 @@ void metrics_render(struct server *srv, struct evbuffer *buf)
 
 /* -------------------------------------------------------------- serving */
 
-/* Send a reply with a content type and body. */
-static void metrics_send(struct evhttp_request *req, int code, const char *reason, const char *type,
-                         struct evbuffer *body)
+/* What a request asks for beyond its path: the text form, and which page of the jobs. */
+struct metrics_query {
+    struct server *srv;
+    const char *name; /* /v1/jobs/NAME, else NULL */
+    int text;
+    struct jobs_page pg;
+    const struct jobs_index *ix;
+};
+
+/* A number from the query string, or def when absent or not a number. */
+static uint64_t metrics_query_num(const struct evkeyvalq *params, const char *key, uint64_t def)
 {
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", type);
-    evhttp_add_header(h, "Cache-Control", "no-store");
-    evhttp_send_reply(req, code, reason, body);
+    const char *v = evhttp_find_header(params, key);
+    char *end;
+    if (!v || *v < '0' || *v > '9')
+        return def;
+    unsigned long long n = strtoull(v, &end, 10);
+    return *end ? def : (uint64_t)n;
 }
 
-/* Send a short text reply. */
-static void metrics_send_text(struct evhttp_request *req, int code, const char *reason, const char *text)
+/* Read format=text, offset= and limit= (at most --status-page-jobs, which is also the default). */
+static void metrics_query_parse(struct server *srv, const struct evhttp_uri *uri, struct metrics_query *q)
 {
-    struct evbuffer *b = evbuffer_new();
-    if (!b) {
-        evhttp_send_error(req, 500, "out of memory");
-        return;
-    }
-    evbuffer_add_printf(b, "%s\n", text);
-    metrics_send(req, code, reason, "text/plain; charset=utf-8", b);
-    evbuffer_free(b);
-}
-
-/* Whether the query string asks for format=text. */
-static int metrics_want_text(const struct evhttp_uri *uri)
-{
-    const char *q = evhttp_uri_get_query(uri);
+    uint64_t most = srv->opt.status_page_jobs;
+    *q = (struct metrics_query){srv, NULL, 0, {0, most}, NULL};
+    const char *qs = uri ? evhttp_uri_get_query(uri) : NULL;
     struct evkeyvalq params;
-    if (!q || evhttp_parse_query_str(q, &params) != 0)
-        return 0;
+    if (!qs || evhttp_parse_query_str(qs, &params) != 0)
+        return;
     const char *f = evhttp_find_header(&params, "format");
-    int text = f && strcmp(f, "text") == 0;
+    q->text = f && strcmp(f, "text") == 0;
+    q->pg.offset = metrics_query_num(&params, "offset", 0);
+    q->pg.limit = metrics_query_num(&params, "limit", most);
+    if (q->pg.limit > most)
+        q->pg.limit = most;
     evhttp_clear_headers(&params);
-    return text;
 }
 
-/* Serve /v1/jobs and /v1/jobs/NAME (name NULL for the list). */
-static void metrics_jobs(struct server *srv, struct evhttp_request *req, const char *name, int text)
+/* Render /v1/jobs or /v1/jobs/NAME, as JSON or text. */
+static int metrics_render_jobs(struct server *srv, void *arg, struct evbuffer *b)
 {
-    struct evbuffer *b = evbuffer_new();
-    if (!b) {
-        evhttp_send_error(req, 500, "out of memory");
-        return;
-    }
-    int rc = 0;
-    if (text)
-        rc = jobs_text(srv, name, b);
-    else if (name)
-        rc = jobs_one_json(srv, name, b);
-    else
-        jobs_list_json(srv, b);
-    if (rc != 0) {
-        stats_inc(&srv->stats, STAT_HTTP_NOT_FOUND);
-        evbuffer_free(b);
-        metrics_send_text(req, 404, "Not Found", "no such job");
-        return;
-    }
-    metrics_send(req, 200, "OK", text ? "text/plain; charset=utf-8" : "application/json", b);
-    evbuffer_free(b);
+    const struct metrics_query *q = arg;
+    if (q->text)
+        return jobs_text(srv, q->name, q->ix, &q->pg, b);
+    if (q->name)
+        return jobs_one_json(srv, q->name, b);
+    jobs_list_json(srv, q->ix, &q->pg, b);
+    return 0;
 }
 
-/* Serve /metrics. */
-static void metrics_prometheus(struct server *srv, struct evhttp_request *req)
+/* Render /v1/status: the health, the counts by state and one page of jobs in detail. */
+static int metrics_render_status(struct server *srv, void *arg, struct evbuffer *b)
 {
-    struct evbuffer *b = evbuffer_new();
-    if (!b) {
-        evhttp_send_error(req, 500, "out of memory");
-        return;
-    }
+    const struct metrics_query *q = arg;
+    status_json_all(srv, q->ix, &q->pg, b);
+    return 0;
+}
+
+/* Render /v1/server: the health alone. */
+static int metrics_render_server(struct server *srv, void *arg, struct evbuffer *b)
+{
+    (void)arg;
+    status_json_server(srv, b);
+    evbuffer_add(b, "\n", 1);
+    return 0;
+}
+
+/* Render /metrics. */
+static int metrics_render_prom(struct server *srv, void *arg, struct evbuffer *b)
+{
+    (void)arg;
     metrics_render(srv, b);
-    metrics_send(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", b);
-    evbuffer_free(b);
+    return 0;
+}
+
+/* One rendered path: exact, or a prefix whose rest names a job; its renderer, JSON type and whether it
+ * lists jobs (then it reads the jobs' report order). */
+struct metrics_route_row {
+    const char *path;
+    int prefix;
+    http_render_fn fn;
+    const char *type;
+    int lists;
+};
+
+static const struct metrics_route_row metrics_routes[] = {
+    {"/metrics", 0, metrics_render_prom, "text/plain; version=0.0.4; charset=utf-8", 0},
+    {"/v1/status", 0, metrics_render_status, "application/json", 1},
+    {"/v1/server", 0, metrics_render_server, "application/json", 0},
+    {"/v1/jobs", 0, metrics_render_jobs, "application/json", 1},
+    {"/v1/jobs/", 0, metrics_render_jobs, "application/json", 1},
+    {"/v1/jobs/", 1, metrics_render_jobs, "application/json", 0},
+};
+
+/* Answer a rendered path from the cache (1), or 0 when path is none of them. */
+static int metrics_rendered(struct server *srv, struct evhttp_request *req, const char *path,
+                            struct metrics_query *q)
+{
+    for (size_t i = 0; i < sizeof metrics_routes / sizeof metrics_routes[0]; i++) {
+        const struct metrics_route_row *r = &metrics_routes[i];
+        size_t n = strlen(r->path);
+        if (r->prefix ? strncmp(path, r->path, n) != 0 : strcmp(path, r->path) != 0)
+            continue;
+        q->name = r->prefix ? path + n : NULL;
+        if (r->lists && !(q->ix = http_cache_index(srv, srv->metrics->cache))) {
+            evhttp_send_error(req, 500, "out of memory");
+            return 1;
+        }
+        const char *type = q->text ? "text/plain; charset=utf-8" : r->type;
+        http_cache_serve(srv, srv->metrics->cache, req, evhttp_request_get_uri(req), type, r->fn, q);
+        return 1;
+    }
+    return 0;
 }
 
 /* Route one request by path. */
-static void metrics_route(struct server *srv, struct evhttp_request *req, const char *path, int text)
+static void metrics_route(struct server *srv, struct evhttp_request *req, const char *path, struct metrics_query *q)
 {
-    if (strcmp(path, "/metrics") == 0) {
-        metrics_prometheus(srv, req);
-    } else if (strcmp(path, "/healthz") == 0) {
-        metrics_send_text(req, 200, "OK", "ok");
+    if (strcmp(path, "/healthz") == 0) {
+        http_send_text(req, 200, "OK", "ok");
     } else if (strcmp(path, "/readyz") == 0) {
         int ready = !srv->draining && persist_ready(srv);
-        metrics_send_text(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable",
-                          ready ? "ready" : srv->draining ? "draining" : "recovering");
-    } else if (strcmp(path, "/v1/jobs") == 0 || strcmp(path, "/v1/jobs/") == 0) {
-        metrics_jobs(srv, req, NULL, text);
-    } else if (strncmp(path, "/v1/jobs/", 9) == 0) {
-        metrics_jobs(srv, req, path + 9, text);
-    } else if (status_page_route(srv, req, path)) {
+        http_send_text(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable",
+                       ready ? "ready" : srv->draining ? "draining" : "recovering");
+    } else if (metrics_rendered(srv, req, path, q) || status_page_route(srv, req, path)) {
         /* answered */
     } else {
         stats_inc(&srv->stats, STAT_HTTP_NOT_FOUND);
-        metrics_send_text(req, 404, "Not Found",
-                          "not found (try /, /metrics, /healthz, /readyz, /v1/jobs, /v1/status)");
+        http_send_text(req, 404, "Not Found", "not found (try /, /metrics, /healthz, /readyz, /v1/jobs, /v1/status)");
     }
 }
 
-/* The one request callback: decode the path, then route. */
+/* The one request callback: check the Host, decode the path, then route. */
 static void metrics_request_cb(struct evhttp_request *req, void *arg)
 {
     struct server *srv = arg;
     stats_inc(&srv->stats, STAT_HTTP_REQUESTS);
+    if (!http_host_ok(srv, evhttp_find_header(evhttp_request_get_input_headers(req), "Host"))) {
+        stats_inc(&srv->stats, STAT_HTTP_BAD_HOST);
+        http_send_text(req, 421, "Misdirected Request", "unknown Host (see --http-allowed-hosts)");
+        return;
+    }
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
     char *path = raw ? evhttp_uridecode(raw, 0, NULL) : NULL;
     if (!path) {
-        metrics_send_text(req, 400, "Bad Request", "bad path");
+        http_send_text(req, 400, "Bad Request", "bad path");
         return;
     }
-    metrics_route(srv, req, path, metrics_want_text(uri));
+    struct metrics_query q;
+    metrics_query_parse(srv, uri, &q);
+    metrics_route(srv, req, path, &q);
     free(path);
 }
 
@@ -386,7 +485,9 @@ int metrics_start(struct server *srv)
         return EX_USAGE;
     }
     struct metrics *m = calloc(1, sizeof *m);
-    if (!m || !(m->http = evhttp_new(srv->base))) {
+    if (!m || !(m->http = evhttp_new(srv->base)) || !(m->cache = http_cache_new())) {
+        if (m && m->http)
+            evhttp_free(m->http);
         free(m);
         return EX_OSERR;
     }
@@ -416,6 +517,7 @@ void metrics_stop(struct server *srv)
         return;
     if (m->http)
         evhttp_free(m->http);
+    http_cache_free(m->cache);
     free(m);
     srv->metrics = NULL;
 }

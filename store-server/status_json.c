@@ -6,9 +6,11 @@
  * parked requests and watches; then persistence (--data-dir) and high
  * availability (--ha: this daemon's role and the leader it knows).
  *
- * /v1/status is {"time_ms", "server": what /v1/server answers, "jobs": what
- * /v1/jobs/NAME answers, for every job}; the job objects come from jobs.c,
- * so there is one writer of each.  No value and no token is ever written;
+ * /v1/status is {"time_ms", "server": what /v1/server answers, "summary":
+ * the jobs' counts by state, "page": which of them follow, "jobs": what
+ * /v1/jobs/NAME answers, for one page of jobs (jobs_index.c: broken and
+ * running first)}; the job objects come from jobs.c, so there is one
+ * writer of each.  No value and no token is ever written;
  * the only key names are the NCCL id keys of the jobs' timelines.
  */
 #include "status_json.h"
@@ -21,13 +23,15 @@
 #include "escape.h"
 #include "ha.h"
 #include "jobs.h"
+#include "jobs_index.h"
 #include "ns.h"
 #include "persist.h"
 #include "server.h"
 
-/* Totals over every namespace. */
+/* Totals over every namespace, and the largest namespace's keys and bytes (what the per-namespace
+ * limits bound). */
 struct status_totals {
-    uint64_t keys, bytes;
+    uint64_t keys, bytes, max_keys, max_bytes;
 };
 
 /* Add one namespace's keys and bytes to the totals. */
@@ -36,6 +40,10 @@ static void status_json_count(struct ns *ns, void *arg)
     struct status_totals *t = arg;
     t->keys += ns->ks.count;
     t->bytes += ns->ks.bytes;
+    if (ns->ks.count > t->max_keys)
+        t->max_keys = ns->ks.count;
+    if (ns->ks.bytes > t->max_bytes)
+        t->max_bytes = ns->ks.bytes;
 }
 
 /* Wall-clock milliseconds now. */
@@ -89,7 +97,7 @@ static void status_json_ha(const struct server *srv, struct evbuffer *b)
 void status_json_server(struct server *srv, struct evbuffer *b)
 {
     const struct options *o = &srv->opt;
-    struct status_totals t = {0, 0};
+    struct status_totals t = {0, 0, 0, 0};
     ns_each(srv, status_json_count, &t);
     evbuffer_add_printf(b, "{\"version\":\"%s\",\"state\":\"%s\",\"ready\":%s,", MUSTER_VERSION, status_json_state(srv),
                         !srv->draining && persist_ready(srv) ? "true" : "false");
@@ -97,10 +105,16 @@ void status_json_server(struct server *srv, struct evbuffer *b)
                         o->max_connections);
     evbuffer_add_printf(b, "\"namespaces\":{\"current\":%" PRIu64 ",\"limit\":%" PRIu64 "},",
                         srv->stats.c[STAT_NAMESPACES], o->max_namespaces);
-    evbuffer_add_printf(b, "\"keys\":{\"current\":%" PRIu64 ",\"limit_per_namespace\":%" PRIu64 "},", t.keys,
-                        o->max_keys_per_ns);
-    evbuffer_add_printf(b, "\"bytes\":{\"current\":%" PRIu64 ",\"limit_per_namespace\":%" PRIu64 "},", t.bytes,
-                        o->max_bytes_per_ns);
+    evbuffer_add_printf(b,
+                        "\"keys\":{\"current\":%" PRIu64 ",\"largest_namespace\":%" PRIu64
+                        ",\"limit_per_namespace\":%" PRIu64 "},",
+                        t.keys, t.max_keys, o->max_keys_per_ns);
+    evbuffer_add_printf(b,
+                        "\"bytes\":{\"current\":%" PRIu64 ",\"largest_namespace\":%" PRIu64
+                        ",\"limit_per_namespace\":%" PRIu64 "},",
+                        t.bytes, t.max_bytes, o->max_bytes_per_ns);
+    evbuffer_add_printf(b, "\"buffer_memory\":{\"current\":%" PRIu64 ",\"limit\":%" PRIu64 "},",
+                        srv->stats.c[STAT_BUFFER_BYTES], o->max_buffer_memory);
     evbuffer_add_printf(b,
                         "\"parked\":{\"current\":%zu,\"limit\":%" PRIu64 ",\"limit_per_namespace\":%" PRIu64 "},",
                         srv->core.nwaiters, o->max_waiters, o->max_waiters_per_ns);
@@ -112,12 +126,16 @@ void status_json_server(struct server *srv, struct evbuffer *b)
     evbuffer_add(b, "}", 1);
 }
 
-/* Append {"time_ms":..., "server":{...}, "jobs":[...]}: the health and every job's detail. */
-void status_json_all(struct server *srv, struct evbuffer *b)
+/* Append {"time_ms", "server", "summary", "page", "jobs":[...]}: the health, the jobs' counts by state
+ * and page pg of the jobs in detail (broken and running first). */
+void status_json_all(struct server *srv, const struct jobs_index *ix, const struct jobs_page *pg,
+                     struct evbuffer *b)
 {
     evbuffer_add_printf(b, "{\"time_ms\":%" PRIu64 ",\"server\":", status_json_now_ms());
     status_json_server(srv, b);
+    evbuffer_add(b, ",", 1);
+    jobs_index_json(ix, pg, b);
     evbuffer_add_printf(b, ",\"jobs\":[");
-    jobs_each_json(srv, b);
+    jobs_page_json(srv, ix, pg, b);
     evbuffer_add_printf(b, "]}\n");
 }

@@ -5,7 +5,7 @@
 struct server;
 struct evhttp_request;
 
-/* Answer path when it is the page (/) or its JSON (/v1/status, /v1/server); 1 when answered, else 0. */
+/* Answer path when it is the page (/ or /index.html); 1 when answered, else 0. */
 int status_page_route(struct server *srv, struct evhttp_request *req, const char *path);
 
 #endif

@@ -135,10 +135,32 @@ static struct rdzv *rdzv_of(struct ns *ns)
     return rz;
 }
 
+/* The first event of a ring of 8. */
+#define RDZV_RING_FIRST 8
+
+/* Make room in the timeline ring for one more event before it wraps: allocate it at the first event, double
+ * it while it is full and below RDZV_RING; 0, or -1 when memory ran out (the event is then not kept). */
+static int rdzv_ring_room(struct rdzv *rz)
+{
+    if (rz->ring_n < rz->ring_cap || rz->ring_cap == RDZV_RING)
+        return 0;
+    size_t cap = rz->ring_cap ? rz->ring_cap * 2 : RDZV_RING_FIRST;
+    struct rdzv_event *v = realloc(rz->ring, cap * sizeof *v);
+    if (!v)
+        return rz->ring_cap ? 0 : -1; /* a full ring just wraps sooner */
+    stats_add(rdzv_core(rz)->stats, STAT_RDZV_TIMELINE_BYTES, (cap - rz->ring_cap) * sizeof *v);
+    rz->ring = v;
+    rz->ring_next = rz->ring_n; /* not wrapped yet: the events are 0..n-1 in order */
+    rz->ring_cap = cap;
+    return 0;
+}
+
 /* Record one timeline event in the job's ring (what: len bytes, may be NULL; cause may be NULL). */
 void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen, const char *what, size_t len,
                 const char *cause)
 {
+    if (rdzv_ring_room(rz) != 0)
+        return;
     struct rdzv_event *ev = &rz->ring[rz->ring_next];
     ev->wall_ms = rdzv_wall_ms(rz);
     ev->generation = gen;
@@ -148,8 +170,8 @@ void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen, const 
     memcpy(ev->what, what ? what : "", what ? len : 0);
     ev->what[what ? len : 0] = 0;
     snprintf(ev->cause, sizeof ev->cause, "%s", cause ? cause : "");
-    rz->ring_next = (rz->ring_next + 1) % RDZV_RING;
-    if (rz->ring_n < RDZV_RING)
+    rz->ring_next = (rz->ring_next + 1) % rz->ring_cap;
+    if (rz->ring_n < rz->ring_cap)
         rz->ring_n++;
 }
 
@@ -286,7 +308,7 @@ static struct rdzv_excluded *rdzv_excluded_list(const struct rdzv *rz, uint64_t 
         return NULL;
     struct rdzv_excluded *ev = calloc(rz->n_gone, sizeof *ev);
     for (size_t i = 0; ev && i < rz->n_gone; i++)
-        ev[i] = (struct rdzv_excluded){rz->gone[i].id, rz->gone[i].old_rank, rz->gone[i].cause};
+        ev[i] = (struct rdzv_excluded){rz->gone[i].id, rz->gone[i].old_rank, rz->gone[i].cause, rz->gone[i].broke};
     *n = ev ? rz->n_gone : 0;
     return ev;
 }
@@ -847,6 +869,8 @@ void rdzv_ns_destroy(struct ns *ns)
     free(rz->rec.v);
     free(rz->standbys.v);
     free(rz->gone);
+    stats_add(rdzv_core(rz)->stats, STAT_RDZV_TIMELINE_BYTES, -(uint64_t)(rz->ring_cap * sizeof *rz->ring));
+    free(rz->ring);
     free(rz);
     ns->rdzv = NULL;
 }

@@ -71,6 +71,7 @@ struct rdzv_node_view {
     uint64_t seen_ms;          /* wall-clock time of its last join or heartbeat */
     uint64_t seen_age_ms;      /* how long ago that was */
     int lost;                  /* lost from its generation */
+    int broke;                 /* that loss broke the generation (lost later: it went after the break) */
     int recovering;            /* parked in the recovery round */
     int joining;               /* parked in the open round */
     int standby;               /* parked as a standby */
@@ -115,6 +116,7 @@ struct rdzv_excluded {
     const char *node_id;
     uint32_t old_node_rank;
     const char *cause;
+    int broke_generation; /* its loss broke the generation; 0: a survivor that went after the break */
 };
 
 /* A join's answer: the node's place in the new generation (members only when the join asked). */

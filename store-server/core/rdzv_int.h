@@ -42,6 +42,7 @@ struct rdzv_node {
     uint32_t node_rank, rank_start;
     uint32_t old_rank;             /* its rank in the generation before (recovery rounds), or RDZV_NO_RANK */
     int lost;                      /* lost from its generation (excluded: rz->gone says why) */
+    int broke;                     /* its loss is what broke that generation (the first loss) */
     uint64_t seen_ms;              /* wall-clock time of its last join or heartbeat (for timeouts' words) */
     char suspect_by[RDZV_ID_MAX + 1]; /* the member whose report of it awaits a second vote ("" none) */
     struct core_timer *hb_timer;
@@ -60,6 +61,7 @@ struct rdzv_set {
 struct rdzv_gone {
     char id[RDZV_ID_MAX + 1];
     uint32_t old_rank;
+    int broke; /* the loss that broke the generation; later ones are survivors that went after it */
     char cause[RDZV_CAUSE_MAX + 1];
 };
 
@@ -95,8 +97,9 @@ struct rdzv {
     uint64_t gone_gen;         /* the generation the gone list is about */
     struct rdzv_gone *gone;    /* its members lost so far, in order of loss */
     size_t n_gone, cap_gone;
-    struct rdzv_event ring[RDZV_RING]; /* the timeline, a ring */
-    size_t ring_next, ring_n;
+    struct rdzv_event *ring;   /* the timeline, a ring of ring_cap events: allocated at the first event and
+                                  doubled as it fills, up to RDZV_RING (most jobs record a handful) */
+    size_t ring_cap, ring_next, ring_n;
 };
 
 /* Append a node to a set; 0, or -1 when memory ran out. */

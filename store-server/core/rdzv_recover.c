@@ -286,8 +286,9 @@ void rdzv_recover_destroy(struct rdzv *rz)
 
 /* ------------------------------------------------- losses, standbys, reports */
 
-/* Record that a member of the latest generation was lost (id, its rank, why), for recovery answers. */
-static void rdzv_note_gone(struct rdzv *rz, const char *id, uint32_t rank, const char *why)
+/* Record that a member of the latest generation was lost (id, its rank, why, whether its loss broke the
+ * generation), for recovery answers and reports. */
+static void rdzv_note_gone(struct rdzv *rz, const char *id, uint32_t rank, const char *why, int broke)
 {
     if (rz->gone_gen != rz->generation) {
         rz->n_gone = 0;
@@ -305,6 +306,7 @@ static void rdzv_note_gone(struct rdzv *rz, const char *id, uint32_t rank, const
     snprintf(g->id, sizeof g->id, "%s", id);
     snprintf(g->cause, sizeof g->cause, "%s", why);
     g->old_rank = rank;
+    g->broke = broke;
 }
 
 /* Member lost of the latest generation (known as id) is gone for why: break the generation if it runs,
@@ -321,11 +323,12 @@ void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const ch
     if (rz->live_members)
         rz->live_members--;
     int first = rz->running;
+    lost->broke = first;
     if (first)
         rdzv_break(rz, id, why);
     else
         rdzv_event(rz, RDZV_EV_LOST, rz->generation, id, strlen(id), why);
-    rdzv_note_gone(rz, id, lost->node_rank, why);
+    rdzv_note_gone(rz, id, lost->node_rank, why, first);
     /* What the members and their workers wait for may never come now: their waits end, naming the loss
      * (the front end words it with rdzv_broken_by). */
     if (first)

@@ -64,6 +64,7 @@ static void rdzv_view_of(const struct rdzv_node *n, uint64_t now, struct rdzv_no
         .seen_ms = n->seen_ms,
         .seen_age_ms = n->seen_ms && now > n->seen_ms ? now - n->seen_ms : 0,
         .lost = n->lost,
+        .broke = n->lost && n->broke,
         .recovering = n->joining && n->queue == RDZV_Q_RECOVER,
         .joining = n->joining && n->queue == RDZV_Q_ROUND,
         .standby = n->joining && n->queue == RDZV_Q_STANDBY,
@@ -114,7 +115,7 @@ void rdzv_each_gone(const struct ns *ns, uint64_t *gen, void (*fn)(void *arg, co
     *gen = rz && rz->n_gone ? rz->gone_gen : 0;
     for (size_t i = 0; *gen && i < rz->n_gone; i++) {
         const struct rdzv_gone *g = &rz->gone[i];
-        fn(arg, &(struct rdzv_excluded){g->id, g->old_rank, g->cause});
+        fn(arg, &(struct rdzv_excluded){g->id, g->old_rank, g->cause, g->broke});
     }
 }
 
@@ -124,9 +125,9 @@ void rdzv_each_event(const struct ns *ns, void (*fn)(void *arg, const struct rdz
     const struct rdzv *rz = ns->rdzv;
     if (!rz)
         return;
-    size_t first = (rz->ring_next + RDZV_RING - rz->ring_n) % RDZV_RING;
+    size_t first = (rz->ring_next + rz->ring_cap - rz->ring_n) % (rz->ring_cap ? rz->ring_cap : 1);
     for (size_t i = 0; i < rz->ring_n; i++)
-        fn(arg, &rz->ring[(first + i) % RDZV_RING]);
+        fn(arg, &rz->ring[(first + i) % rz->ring_cap]);
 }
 
 /* Append to buf at *off the ids of the nodes in s that are not self and pass keep, at most 8, each with

@@ -99,6 +99,13 @@
     X(TS_LIMIT_STORE, "limit_tcpstore_store")             \
     X(HTTP_REQUESTS, "http_requests")                     \
     X(HTTP_NOT_FOUND, "http_not_found")                   \
+    X(HTTP_CACHE_HITS, "http_cache_hits")                 \
+    X(HTTP_PAGES_CUT, "http_pages_cut")                   \
+    X(HTTP_BUFFER_BYTES, "http_buffer_bytes_current")     \
+    X(LIMIT_HTTP_BUFFER, "limit_http_buffer_memory")      \
+    X(HTTP_BAD_HOST, "http_bad_host")                     \
+    X(METRICS_NS_UNLISTED, "metrics_namespaces_unlisted") \
+    X(RDZV_TIMELINE_BYTES, "rdzv_timeline_bytes_current") \
     X(PERSIST_RECORDS, "persist_records")                 \
     X(PERSIST_BYTES, "persist_bytes")                     \
     X(PERSIST_FSYNCS, "persist_fsyncs")                   \

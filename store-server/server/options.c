@@ -181,6 +181,20 @@ static const struct opt_row opt_rows[] = {
      "close an HTTP connection idle this long (whole seconds; enforced by evhttp, not counted)", -1, U32, 0},
     {"metrics-max-request", "MUSTER_METRICS_MAX_REQUEST", OPT_UINT, UNIT_BYTES, "8K", OFF(metrics_max_request),
      "largest HTTP request headers or body (enforced by evhttp with a 4xx reply, not counted)", -1, U32, 0},
+    {"status-page-jobs", "MUSTER_STATUS_PAGE_JOBS", OPT_UINT, UNIT_COUNT, "100", OFF(status_page_jobs),
+     "jobs in one page of /v1/status and /v1/jobs (broken and running first; ?offset= and ?limit= page on); "
+     "the counts by state always cover every job", STAT_HTTP_PAGES_CUT, U32, 0},
+    {"http-cache", "MUSTER_HTTP_CACHE", OPT_UINT, UNIT_MS, "1000", OFF(http_cache),
+     "serve a rendered HTTP answer (/metrics, /v1/...) again for this long instead of rendering it on the loop "
+     "for each GET (0 = render every time)", STAT_HTTP_CACHE_HITS, U32, 0},
+    {"metrics-max-namespaces", "MUSTER_METRICS_MAX_NAMESPACES", OPT_UINT, UNIT_COUNT, "100",
+     OFF(metrics_max_namespaces),
+     "namespaces given their own /metrics series (broken first, then the most connections and bytes); the rest "
+     "are summed into namespace=\"\",other=\"true\" samples (0 = none listed)", STAT_METRICS_NS_UNLISTED, U32, 0},
+    {"http-allowed-hosts", "MUSTER_HTTP_ALLOWED_HOSTS", OPT_LIST, UNIT_COUNT, "", OFF(http_allowed_hosts),
+     "host names the HTTP listener answers besides IP literals, localhost, this machine's name and the "
+     "--metrics-listen host (repeatable or comma-separated); another Host header gets 421 (DNS rebinding)",
+     STAT_HTTP_BAD_HOST, 0, 0},
     {"data-dir", "MUSTER_DATA_DIR", OPT_STR, UNIT_COUNT, "", OFF(data_dir),
      "keep state in this directory (log + snapshot) and recover it at start; empty = memory only", -1, 0, 0},
     {"fsync", "MUSTER_FSYNC", OPT_STR, UNIT_COUNT, "always", OFF(fsync),

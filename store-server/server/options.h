@@ -13,7 +13,7 @@ struct strlist {
 };
 
 /* Room for per-row bookkeeping (where each value came from). */
-#define OPTIONS_MAX_ROWS 72
+#define OPTIONS_MAX_ROWS 80
 
 struct options {
     struct strlist listen;
@@ -72,6 +72,10 @@ struct options {
     char *metrics_port_file;
     uint64_t metrics_timeout;
     uint64_t metrics_max_request;
+    uint64_t status_page_jobs;     /* --status-page-jobs: jobs in one page of /v1/status and /v1/jobs */
+    uint64_t http_cache;           /* --http-cache, ms: how long a rendered HTTP answer is served again */
+    uint64_t metrics_max_namespaces; /* --metrics-max-namespaces: namespaces with their own /metrics series */
+    struct strlist http_allowed_hosts; /* --http-allowed-hosts: Host names the HTTP listener answers */
     char *data_dir;
     char *fsync;
     uint64_t compact_bytes;

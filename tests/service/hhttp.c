@@ -50,6 +50,12 @@ static char *hh_read_all(int fd, int64_t end, size_t *len)
 /* GET path from 127.0.0.1:port within timeout_ms; the status code (body malloc'd, NUL-terminated), or -1. */
 int hh_get(uint16_t port, const char *path, char **body, unsigned timeout_ms)
 {
+    return hh_get_host(port, path, "127.0.0.1", body, timeout_ms);
+}
+
+/* As hh_get, sending host as the Host header (NULL: none). */
+int hh_get_host(uint16_t port, const char *path, const char *host, char **body, unsigned timeout_ms)
+{
     *body = NULL;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
@@ -60,7 +66,8 @@ int hh_get(uint16_t port, const char *path, char **body, unsigned timeout_ms)
         return -1;
     }
     char req[1024];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\n%s%s%s\r\n", path, host ? "Host: " : "", host ? host : "",
+                     host ? "\r\n" : "");
     size_t len = 0;
     char *all = write(fd, req, (size_t)n) == n ? hh_read_all(fd, h_now_ms() + timeout_ms, &len) : NULL;
     close(fd);

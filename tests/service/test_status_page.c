@@ -193,12 +193,59 @@ static int t_setup(void)
     return -1;
 }
 
-/* SIGKILL member n1 and reap it. */
-static void t_kill_n1(void)
+
+/* SIGKILL node i (0..3) and reap it. */
+static void t_kill(int i)
 {
-    kill(t_pids[1], SIGKILL);
-    waitpid(t_pids[1], NULL, 0);
-    t_pids[1] = 0;
+    kill(t_pids[i], SIGKILL);
+    waitpid(t_pids[i], NULL, 0);
+    t_pids[i] = 0;
+}
+
+/* Job "job" once its excluded list of generation gen holds n members (up to 20 s); NULL if never. */
+static json_t *t_await_excluded(int gen, size_t n)
+{
+    for (int64_t end = h_now_ms() + 20000; h_now_ms() < end; h_nap(50)) {
+        json_t *j = t_json("/v1/jobs/job");
+        if (j && json_integer_value(t_at(j, "excluded.generation")) == gen &&
+            json_array_size(t_at(j, "excluded.members")) == n)
+            return j;
+        json_decref(j);
+    }
+    return NULL;
+}
+
+/* Generation 2 breaks by n0's loss, then n2 and s0 go too: only n0 is named as what broke it. */
+static void t_culprit(void)
+{
+    t_kill(0);
+    json_t *j = t_await_excluded(2, 1);
+    CHECK(j != NULL);
+    CHECK_STR(json_string_value(t_at(j, "broken_by.node_id")), "n0");
+    json_decref(j);
+    t_kill(2);
+    t_kill(3);
+    j = t_await_excluded(2, 3);
+    CHECK(j != NULL);
+    CHECK_EQ(json_integer_value(t_at(j, "excluded.generation")), 2);
+    CHECK_STR(json_string_value(t_at(j, "broken_by.node_id")), "n0");
+    CHECK_STR(json_string_value(t_at(j, "broken_by.cause")), "closed its connection");
+    json_t *x;
+    size_t i;
+    int culprits = 0, after = 0;
+    json_array_foreach(t_at(j, "excluded.members"), i, x) {
+        int broke = json_is_true(t_at(x, "broke_generation"));
+        CHECK(json_is_boolean(t_at(x, "broke_generation")));
+        CHECK_EQ(broke, strcmp(json_string_value(t_at(x, "node_id")), "n0") == 0);
+        culprits += broke;
+        after += !broke;
+    }
+    CHECK_EQ(culprits, 1);
+    CHECK_EQ(after, 2);
+    json_decref(j);
+    char *text = t_get("/v1/jobs/job?format=text");
+    CHECK(text && strstr(text, "n0") && strstr(text, "(broke the generation)") && strstr(text, "(after the break)"));
+    free(text);
 }
 
 /* Stop the nodes still running. */
@@ -217,7 +264,8 @@ static void t_json_case(void *unused)
     (void)unused;
     static const char *const server[] = {
         "version", "state", "ready", "connections.current", "connections.limit", "namespaces.current",
-        "namespaces.limit", "keys.current", "keys.limit_per_namespace", "bytes.current", "bytes.limit_per_namespace",
+        "namespaces.limit", "keys.current", "keys.largest_namespace", "keys.limit_per_namespace", "bytes.current",
+        "bytes.largest_namespace", "bytes.limit_per_namespace", "buffer_memory.current", "buffer_memory.limit",
         "parked.current", "parked.limit", "parked.limit_per_namespace", "watches.current", "watches.limit",
         "persistence.enabled", "persistence.ready", "persistence.fsync", "persistence.records", "persistence.errors",
         "persistence.compacting", "ha.enabled", "ha.role", "ha.leader", NULL};
@@ -238,6 +286,12 @@ static void t_json_case(void *unused)
     CHECK_STR(json_string_value(t_at(health, "ha.role")), "single");
     CHECK(json_integer_value(t_at(health, "keys.current")) >= 2); /* ours and muster/rdzv/generation */
     CHECK(json_integer_value(t_at(health, "connections.current")) >= 4);
+    /* The per-job limits are compared with the largest job, not with the store's total. */
+    json_t *only = t_json("/v1/jobs/job");
+    CHECK_EQ(json_integer_value(t_at(health, "keys.largest_namespace")), json_integer_value(t_at(only, "keys")));
+    CHECK_EQ(json_integer_value(t_at(health, "bytes.largest_namespace")), json_integer_value(t_at(only, "bytes")));
+    CHECK_EQ(json_integer_value(t_at(health, "buffer_memory.limit")), 1 << 30);
+    json_decref(only);
     json_decref(health);
     json_t *jobs = t_at(all, "jobs");
     CHECK_EQ(json_array_size(jobs), 1);
@@ -258,7 +312,7 @@ static void t_json_case(void *unused)
     json_decref(all);
     t_no_leaks();
 
-    t_kill_n1();
+    t_kill(1);
     j = t_await_gen(2, 3);
     CHECK(j != NULL);
     CHECK_EQ(json_integer_value(t_at(j, "recoveries")), 1);
@@ -285,8 +339,11 @@ static void t_json_case(void *unused)
         seen_recovered |= strcmp(k, "recovered") == 0 && json_integer_value(t_at(ev, "generation")) == 2;
     }
     CHECK(seen_failed && seen_opened && seen_excluded && seen_recovered);
+    CHECK(json_is_true(t_at(x, "broke_generation"))); /* n1's loss broke generation 1 */
+    CHECK_STR(json_string_value(t_at(j, "broken_by.node_id")), "n1");
     json_decref(j);
     t_no_leaks();
+    t_culprit();
 }
 
 /* The Chromium to use: $MUSTER_TEST_CHROMIUM, or chromium found on $PATH; NULL when none. */
@@ -374,10 +431,15 @@ static void t_page_case(const char *chrome)
     CHECK(t_dom_has(dom, "<tr data-node=\"s0\""));                   /* the standby's row */
     CHECK(t_dom_has(dom, "127.0.0.1:"));                              /* members' addresses */
     CHECK(t_dom_has(dom, "data-gauge=\"connections\""));              /* the store's health */
+    CHECK(t_dom_has(dom, "data-gauge=\"keys, largest job (limit per job)\""));
+    CHECK(!t_dom_has(dom, "data-gauge=\"keys (limit per job)\""));
+    CHECK(t_dom_has(dom, "data-summary=\"1\""));                    /* the counts by state and the pager */
+    CHECK(t_dom_has(dom, "data-page=\"0-1\""));
+    CHECK(t_dom_has(dom, "data-pager=\"next\" disabled"));
     CHECK(!t_dom_has(dom, T_TOKEN) && !t_dom_has(dom, T_VALUE) && !t_dom_has(dom, T_KEY));
     free(dom);
 
-    t_kill_n1();
+    t_kill(1);
     json_t *j = t_await_gen(2, 3);
     CHECK(j != NULL);
     json_decref(j);

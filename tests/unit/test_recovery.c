@@ -610,6 +610,47 @@ static void t_views(void *unused)
     t_world_fini(&w);
 }
 
+/* The first and last timeline events' details, and how many there are. */
+struct t_ends {
+    char first[RDZV_ID_MAX + 1], last[RDZV_ID_MAX + 1];
+    int n;
+};
+
+/* Note one event's detail as the first (once) and the last. */
+static void t_see_end(void *arg, const struct rdzv_event *ev)
+{
+    struct t_ends *e = arg;
+    if (e->n++ == 0)
+        snprintf(e->first, sizeof e->first, "%s", ev->what);
+    snprintf(e->last, sizeof e->last, "%s", ev->what);
+}
+
+/* The timeline ring is allocated at the first event, grows as it fills and keeps the last RDZV_RING. */
+static void t_timeline_ring(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    t_world_init(&w, 0);
+    rdzv_restore_generation(w.ns, 1); /* rendezvous state without a single event */
+    CHECK_EQ(w.stats.c[STAT_RDZV_TIMELINE_BYTES], 0);
+    char key[64];
+    for (int i = 0; i < 100; i++) {
+        int len = snprintf(key, sizeof key, "nccl/1/world/id/%d", i);
+        rdzv_note_key(w.ns, key, (size_t)len);
+        if (i == 0)
+            CHECK(w.stats.c[STAT_RDZV_TIMELINE_BYTES] > 0 &&
+                  w.stats.c[STAT_RDZV_TIMELINE_BYTES] <= 8 * sizeof(struct rdzv_event));
+    }
+    CHECK_EQ(w.stats.c[STAT_RDZV_TIMELINE_BYTES], RDZV_RING * sizeof(struct rdzv_event));
+    struct t_ends e = {{0}, {0}, 0};
+    rdzv_each_event(w.ns, t_see_end, &e);
+    CHECK_EQ(e.n, RDZV_RING);
+    CHECK_STR(e.first, "nccl/1/world/id/36");
+    CHECK_STR(e.last, "nccl/1/world/id/99");
+    t_world_fini(&w);
+    CHECK_EQ(w.stats.c[STAT_RDZV_TIMELINE_BYTES], 0);
+}
+
 int main(void)
 {
     h_init("recovery", 20);
@@ -628,5 +669,6 @@ int main(void)
     H_RUN(t_restart_all_back, NULL);
     H_RUN(t_timeout_names_missing, NULL);
     H_RUN(t_views, NULL);
+    H_RUN(t_timeline_ring, NULL);
     return h_finish();
 }
