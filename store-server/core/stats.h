@@ -64,6 +64,8 @@
     X(EVENTS_PUSHED, "events_pushed")                     \
     X(NAMESPACES, "namespaces")                           \
     X(NS_RECLAIMED, "namespaces_reclaimed")               \
+    X(NS_RECLAIMED_IDLE, "namespaces_reclaimed_idle")     \
+    X(NS_SWEEP_SLICE_US, "ns_sweep_slice_max_us")         \
     X(SHUTDOWN_ANSWERED, "shutdown_answered")             \
     X(RDZV_ROUNDS, "rdzv_rounds")                         \
     X(RDZV_GENERATIONS, "rdzv_generations")               \
