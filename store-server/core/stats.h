@@ -47,6 +47,7 @@
     X(LIMIT_WATCH_OUTPUT, "limit_watch_output")           \
     X(LIMIT_NAMESPACES, "limit_namespaces")               \
     X(LIMIT_NAMESPACES_PER_SOURCE, "limit_namespaces_per_source") \
+    X(LIMIT_NS_CREATES_PER_SOURCE, "limit_namespace_creates_per_source") \
     X(LIMIT_RESPONSE, "limit_response")                   \
     X(LIMIT_OUTPUT, "limit_output")                       \
     X(LIMIT_BUFFER_MEMORY, "limit_buffer_memory")         \

@@ -27,7 +27,8 @@
  * namespace named by --token or --token-file is the operator's and is kept.
  * The drop is a DROP record (record.h), so --data-dir and --ha forget it
  * too; an --ha standby leaves dropping to the leader.  A name dropped and
- * used again starts over, its generations from 1.
+ * used again starts over, its generations from 1.  And an address creates
+ * at most --max-namespace-creates-per-source a minute (source.c).
  *
  * The sweep looks at NS_SWEEP_SLICE namespaces per loop turn, resuming
  * where it stopped, so a pass over 100,000 never holds the loop for long;
@@ -203,7 +204,8 @@ static int ns_reclaim_oldest(struct server *srv, const struct source *by)
 }
 
 /* The namespace called name, created on first use (for sa, or NULL); NULL with *status LIMIT or INTERNAL
- * and why (when not NULL, len bytes) naming the limit.  At --max-namespaces, or at sa's
+ * and why (when not NULL, len bytes) naming the limit.  An address creating faster than
+ * --max-namespace-creates-per-source is refused first.  At --max-namespaces, or at sa's
  * --max-namespaces-per-source, the oldest empty namespace (of sa's, for the latter) is forgotten first, so
  * empty ones never lock a real job out.  A namespace named by --token or --token-file is never counted
  * against the address that opens it. */
@@ -216,6 +218,16 @@ static struct ns *ns_get_for(struct server *srv, const char *name, const struct 
         return ns;
     if (sa && ns_configured(srv, name))
         sa = NULL;
+    uint64_t wait = sa ? source_ns_create_wait(srv, sa) : 0;
+    if (wait) {
+        stats_inc(&srv->stats, STAT_LIMIT_NS_CREATES_PER_SOURCE);
+        *status = MUSTER__STATUS__LIMIT;
+        if (why)
+            snprintf(why, len, "this address creates namespaces faster than --max-namespace-creates-per-source "
+                     "(%llu a minute): retry in %llu ms", (unsigned long long)o->max_ns_creates_per_source,
+                     (unsigned long long)wait);
+        return NULL;
+    }
     const struct source *full = sa ? source_ns_full(srv, sa) : NULL;
     if (full)
         ns_reclaim_oldest(srv, full);
@@ -261,8 +273,8 @@ struct ns *ns_get(struct server *srv, const char *name, int *status)
     return ns_get_for(srv, name, NULL, status, NULL, 0);
 }
 
-/* As ns_get for a hello from sa: a namespace it creates counts against sa's --max-namespaces-per-source; a
- * refusal's words go to why (len bytes). */
+/* As ns_get for a hello from sa: a namespace it creates counts against sa's --max-namespaces-per-source and
+ * --max-namespace-creates-per-source; a refusal's words go to why (len bytes). */
 struct ns *ns_open(struct server *srv, const char *name, const struct sockaddr *sa, int *status, char *why,
                    size_t len)
 {

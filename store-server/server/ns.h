@@ -25,8 +25,8 @@ int ns_token_ok(struct server *srv, const char *name, const char *token);
 int ns_configured(struct server *srv, const char *name);
 /* The namespace called name, created on first use; NULL with *status LIMIT or INTERNAL. */
 struct ns *ns_get(struct server *srv, const char *name, int *status);
-/* As ns_get for a hello from sa: a namespace it creates counts against sa's --max-namespaces-per-source; a
- * refusal's words, naming the limit, go to why (len bytes). */
+/* As ns_get for a hello from sa: a namespace it creates counts against sa's --max-namespaces-per-source and
+ * --max-namespace-creates-per-source; a refusal's words, naming the limit, go to why (len bytes). */
 struct ns *ns_open(struct server *srv, const char *name, const struct sockaddr *sa, int *status, char *why,
                    size_t len);
 /* Drop ns, keys and generation counter included, as a DROP record emitted with the core's current origin; 0,

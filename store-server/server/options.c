@@ -76,6 +76,10 @@ static const struct opt_row opt_rows[] = {
      "drop a namespace, keys included, that no connection, parked request, watch or live rendezvous generation "
      "has used for this long (0 = never; namespaces named by --token or --token-file are kept)",
      STAT_NS_RECLAIMED_IDLE, NOCAP, 0},
+    {"max-namespace-creates-per-source", "MUSTER_MAX_NAMESPACE_CREATES_PER_SOURCE", OPT_UINT, UNIT_COUNT, "600",
+     OFF(max_ns_creates_per_source),
+     "namespaces hellos from one address (an IPv6 /64) may create per minute, in bursts of up to that many; one "
+     "more is LIMIT (0 = no limit)", STAT_LIMIT_NS_CREATES_PER_SOURCE, NOCAP, 0},
     {"closed-namespaces", "MUSTER_CLOSED_NAMESPACES", OPT_BOOL, UNIT_COUNT, "false", OFF(closed_namespaces),
      "accept hellos only to namespaces named by --token or --token-file; others are UNAUTHENTICATED",
      STAT_NS_REFUSED, 0, 0},

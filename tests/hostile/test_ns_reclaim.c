@@ -6,8 +6,10 @@
  * one key gets its --max-namespaces-per-source back, while a namespace with
  * a connection or a formed generation stays.  With --data-dir the drop is
  * in the log, so a restart does not bring the namespace (nor its generation
- * counter) back.  The flooding client connects from 127.0.0.2, the jobs
- * from 127.0.0.1.
+ * counter) back.  --max-namespace-creates-per-source refuses creations
+ * beyond its rate with LIMIT naming the flag, counted, while namespaces that
+ * exist stay reachable.  The flooding client connects from 127.0.0.2 (and
+ * 127.0.0.3), the jobs from 127.0.0.1.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,11 +160,49 @@ static void t_reclaim_durable(void *arg)
     CHECK_EQ(h_stop(&d), 0);
 }
 
-/* Run the reclamation tests, each against its own daemon. */
+/* Creations beyond --max-namespace-creates-per-source are LIMIT, counted and named; namespaces that exist stay
+ * reachable, and another address is not affected. */
+static void t_create_rate(void *arg)
+{
+    (void)arg;
+    static const char *const args[] = {"--max-namespace-creates-per-source", "5", NULL};
+    struct h_daemon d;
+    char ns[32];
+    if (h_start(&d, args) < 0)
+        return;
+    for (int i = 0; i < 5; i++) {
+        snprintf(ns, sizeof ns, "burst/%d", i);
+        CHECK_EQ(t_one_key(&d, "127.0.0.2", ns), 0);
+    }
+    int fd = raw_connect_from(d.port, "127.0.0.2");
+    CHECK(raw_send_hello(fd, "burst/5", NULL) == 0);
+    Muster__ServerFrame *f = raw_recv(fd, 5000, NULL);
+    CHECK(f && f->frame_case == MUSTER__SERVER_FRAME__FRAME_ERROR);
+    if (f && f->frame_case == MUSTER__SERVER_FRAME__FRAME_ERROR) {
+        printf("  refused: %s\n", f->error->message);
+        CHECK_EQ(f->error->status, MUSTER__STATUS__LIMIT);
+        CHECK(strstr(f->error->message, "--max-namespace-creates-per-source") != NULL);
+    }
+    raw_free(f);
+    close(fd);
+    CHECK_EQ(h_stat(&d, "limit_namespace_creates_per_source"), 1);
+    CHECK_EQ(h_stat(&d, "namespaces"), 5);
+    /* Existing namespaces cost nothing to join, from the same address too. */
+    fd = raw_connect_from(d.port, "127.0.0.2");
+    CHECK_EQ(raw_hello(fd, "burst/0", NULL), 0);
+    CHECK(raw_get(fd, 2, "k", 0, 0) == 0);
+    CHECK_EQ(raw_status(fd, 5000, NULL), MUSTER__STATUS__OK);
+    close(fd);
+    CHECK_EQ(t_hello_from(&d, "127.0.0.3", "elsewhere"), 0);
+    CHECK_EQ(h_stop(&d), 0);
+}
+
+/* Run the reclamation and creation-rate tests, each against its own daemon. */
 int main(void)
 {
     h_init("ns_reclaim", 60);
     H_RUN(t_reclaim_keys, NULL);
     H_RUN(t_reclaim_durable, NULL);
+    H_RUN(t_create_rate, NULL);
     return h_finish();
 }
