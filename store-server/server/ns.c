@@ -30,9 +30,10 @@
  * used again starts over, its generations from 1.  And an address creates
  * at most --max-namespace-creates-per-source a minute (source.c).
  *
- * The sweep looks at NS_SWEEP_SLICE namespaces per loop turn, resuming
- * where it stopped, so a pass over 100,000 never holds the loop for long;
- * the longest slice is the ns_sweep_slice_max_us counter.
+ * The sweep looks at up to NS_SWEEP_SLICE namespaces per loop turn, for
+ * about NS_SWEEP_SLICE_US at most, resuming where it stopped, so a pass
+ * over 100,000 never holds the loop for long; the longest slice is the
+ * ns_sweep_slice_max_us counter.
  */
 #include "ns.h"
 
@@ -59,8 +60,11 @@ struct ns_daemon {
     uint64_t used_ms;       /* when it was created, said hello to or left by its last connection (monotonic) */
 };
 
-/* Namespaces one turn of the sweep looks at. */
+/* Namespaces one turn of the sweep looks at, at most; and the time after which it stops early (checked
+ * every NS_SWEEP_CHECK namespaces: dropping one costs microseconds, more with many keys or --data-dir). */
 #define NS_SWEEP_SLICE 1024
+#define NS_SWEEP_SLICE_US 1000
+#define NS_SWEEP_CHECK 64
 /* Namespaces dropped in one pass of the sweep that get a line of their own at info level. */
 #define NS_DROP_LOG_LINES 100
 
@@ -423,6 +427,8 @@ static void ns_sweep_cb(evutil_socket_t fd, short what, void *arg)
         struct ns *ns = srv->ns_sweep_next;
         srv->ns_sweep_next = ns->hh.next;
         ns_sweep_one(srv, ns, now, serving);
+        if (n % NS_SWEEP_CHECK == NS_SWEEP_CHECK - 1 && clock_now_us() - t0 >= NS_SWEEP_SLICE_US)
+            break;
     }
     uint64_t took = clock_now_us() - t0;
     if (took > srv->stats.c[STAT_NS_SWEEP_SLICE_US])
