@@ -63,6 +63,7 @@ int daemon_init(struct server *srv, int argc, char **argv)
     core_init(&srv->core, &hooks, NULL, &srv->stats);
     server_core(srv);
     srv->drain = daemon_drain;
+    srv->serving = ha_serving;
     if (ns_tokens_load(srv) != 0)
         return EX_CONFIG;
     return -1;

@@ -86,6 +86,9 @@ typedef void (*rdzv_view_fn)(void *arg, const struct rdzv_node_view *v);
 
 /* Fill *out for ns; 0, or -1 when the job never used rendezvous. */
 int rdzv_info(const struct ns *ns, struct rdzv_info *out);
+/* Whether ns's rendezvous is in use: a node (member, joiner, standby), a running generation or an open
+ * recovery round.  A generation that broke or completed with no node left is not. */
+int rdzv_in_use(const struct ns *ns);
 /* Call fn for each member of ns's latest generation in rank order. */
 void rdzv_each_member(const struct ns *ns, rdzv_member_fn fn, void *arg);
 /* Call fn with a view of each member of ns's latest generation in rank order. */

@@ -40,6 +40,14 @@ int rdzv_info(const struct ns *ns, struct rdzv_info *out)
     return 0;
 }
 
+/* Whether ns's rendezvous is in use: a node (member, joiner, standby), a running generation or an open
+ * recovery round.  A generation that broke or completed with no node left is not. */
+int rdzv_in_use(const struct ns *ns)
+{
+    const struct rdzv *rz = ns->rdzv;
+    return rz && (rz->nodes || rz->running || rz->rec_open || rz->round.n || rz->standbys.n || rz->rec.n);
+}
+
 /* Call fn for each member of ns's latest generation in rank order. */
 void rdzv_each_member(const struct ns *ns, rdzv_member_fn fn, void *arg)
 {

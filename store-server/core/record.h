@@ -1,5 +1,6 @@
-/* The record: one change of state (a key set or deleted, a generation counter raised), as the state emits
- * it, the data directory and the etcd log keep it (precord.c encodes it) and replay applies it (records.c). */
+/* The record: one change of state (a key set or deleted, a generation counter raised, a namespace dropped), as
+ * the state emits it, the data directory and the etcd log keep it (precord.c encodes it) and replay applies
+ * it (records.c). */
 #ifndef MUSTERD_RECORD_H
 #define MUSTERD_RECORD_H
 
@@ -11,6 +12,7 @@ enum record_kind {
     RECORD_SET = 1, /* key now holds val (its whole value: records carry resulting state) */
     RECORD_DEL = 2, /* key is gone */
     RECORD_GEN = 3, /* the namespace's rendezvous generation counter reached gen */
+    RECORD_DROP = 6, /* the namespace is gone: its keys and its generation counter (4, 5: snapshot framing) */
 };
 
 /* Where a change applied through records_apply came from, as the sink is told. */

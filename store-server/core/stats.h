@@ -47,6 +47,7 @@
     X(LIMIT_WATCH_OUTPUT, "limit_watch_output")           \
     X(LIMIT_NAMESPACES, "limit_namespaces")               \
     X(LIMIT_NAMESPACES_PER_SOURCE, "limit_namespaces_per_source") \
+    X(LIMIT_NS_CREATES_PER_SOURCE, "limit_namespace_creates_per_source") \
     X(LIMIT_RESPONSE, "limit_response")                   \
     X(LIMIT_OUTPUT, "limit_output")                       \
     X(LIMIT_BUFFER_MEMORY, "limit_buffer_memory")         \
@@ -64,6 +65,8 @@
     X(EVENTS_PUSHED, "events_pushed")                     \
     X(NAMESPACES, "namespaces")                           \
     X(NS_RECLAIMED, "namespaces_reclaimed")               \
+    X(NS_RECLAIMED_IDLE, "namespaces_reclaimed_idle")     \
+    X(NS_SWEEP_SLICE_US, "ns_sweep_slice_max_us")         \
     X(SHUTDOWN_ANSWERED, "shutdown_answered")             \
     X(RDZV_ROUNDS, "rdzv_rounds")                         \
     X(RDZV_GENERATIONS, "rdzv_generations")               \

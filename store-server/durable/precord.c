@@ -71,16 +71,21 @@ int prec_put(struct evbuffer *out, enum prec_kind kind, const char *ns, size_t n
 int prec_put_record(struct evbuffer *out, uint64_t id, const struct record *r)
 {
     /* The kind byte's numbers are record.h's. */
-    enum prec_kind kind = r->kind == RECORD_SET ? PREC_SET : r->kind == RECORD_DEL ? PREC_DEL : PREC_GEN;
+    enum prec_kind kind = r->kind == RECORD_SET    ? PREC_SET
+                          : r->kind == RECORD_DEL  ? PREC_DEL
+                          : r->kind == RECORD_DROP ? PREC_DROP
+                                                   : PREC_GEN;
     return prec_put(out, kind, r->ns, strlen(r->ns), id, r->key, r->klen, r->val, r->vlen, r->gen);
 }
 
-/* View p as a record (pointing into p); whether p is a set, delete or generation record. */
+/* View p as a record (pointing into p); whether p is a set, delete, generation or drop record. */
 int prec_record(const struct prec *p, struct record *r)
 {
-    if (p->kind != PREC_SET && p->kind != PREC_DEL && p->kind != PREC_GEN)
+    static const enum record_kind kinds[] = {[PREC_SET] = RECORD_SET, [PREC_DEL] = RECORD_DEL,
+                                             [PREC_GEN] = RECORD_GEN, [PREC_DROP] = RECORD_DROP};
+    if (p->kind != PREC_SET && p->kind != PREC_DEL && p->kind != PREC_GEN && p->kind != PREC_DROP)
         return 0;
-    *r = (struct record){.kind = p->kind == PREC_SET ? RECORD_SET : p->kind == PREC_DEL ? RECORD_DEL : RECORD_GEN,
+    *r = (struct record){.kind = kinds[p->kind],
                          .ns = p->ns, .key = p->key, .klen = p->klen, .val = p->val, .vlen = p->vlen, .gen = p->gen};
     return 1;
 }
@@ -112,6 +117,8 @@ static int prec_from_request(struct prec *r, Muster__Request *req)
     case PREC_SNAP_BEGIN:
     case PREC_SNAP_END:
         return req->op_case == MUSTER__REQUEST__OP_PING;
+    case PREC_DROP: /* newer than the first format */
+        return 0;
     }
     r->klen = r->key ? strlen(r->key) : 0;
     return 1;
@@ -140,7 +147,7 @@ static enum prec_read prec_decode(const uint8_t *b, size_t len, struct prec *r)
     r->ns[nslen] = 0;
     const uint8_t *m = b + 2 + nslen;
     size_t mlen = len - 2 - nslen;
-    int ok = r->kind >= PREC_SET && r->kind <= PREC_SNAP_END;
+    int ok = r->kind >= PREC_SET && r->kind <= PREC_DROP;
     if (ok && (b[0] & PREC_FORMAT_RECORD)) {
         Muster__Record *rec = muster__record__unpack(NULL, mlen, m);
         if (rec)

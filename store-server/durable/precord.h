@@ -9,9 +9,10 @@
 struct evbuffer;
 struct record;
 
-/* What a record says: set (key, value), delete (key), generation (gen); a snapshot's first record
- * (begin: id = the first segment it does not cover) and last (end: id = the records between). */
-enum prec_kind { PREC_SET = 1, PREC_DEL = 2, PREC_GEN = 3, PREC_SNAP_BEGIN = 4, PREC_SNAP_END = 5 };
+/* What a record says: set (key, value), delete (key), generation (gen), drop (the namespace, its keys and
+ * counter, is gone); a snapshot's first record (begin: id = the first segment it does not cover) and last
+ * (end: id = the records between). */
+enum prec_kind { PREC_SET = 1, PREC_DEL = 2, PREC_GEN = 3, PREC_SNAP_BEGIN = 4, PREC_SNAP_END = 5, PREC_DROP = 6 };
 
 /* Bytes of a record header: big-endian body length, then the body's zlib crc32. */
 #define PREC_HDR 8
@@ -43,8 +44,8 @@ int prec_put(struct evbuffer *out, enum prec_kind kind, const char *ns, size_t n
 /* Append r as one framed record (id: the log's number for it, 0 in a snapshot); 0, or -1 when memory ran
  * out or r is out of bounds. */
 int prec_put_record(struct evbuffer *out, uint64_t id, const struct record *r);
-/* View p as a record (pointing into p, valid until prec_free); whether p is one (set, delete, generation),
- * not a snapshot's framing. */
+/* View p as a record (pointing into p, valid until prec_free); whether p is one (set, delete, generation,
+ * drop), not a snapshot's framing. */
 int prec_record(const struct prec *p, struct record *r);
 /* Read the record at *at of the n bytes at p into *r, moving *at past it when OK. */
 enum prec_read prec_next(const uint8_t *p, size_t n, size_t *at, struct prec *r);

@@ -134,6 +134,7 @@ static int hello_run(struct conn *c, const Muster__Hello *h)
     const char *name = h->namespace_ && *h->namespace_ ? h->namespace_ : "default";
     int st = MUSTER__STATUS__INTERNAL, tok;
     struct ns *ns = NULL;
+    char why[192];
     if (c->ns) {
         stats_inc(&srv->stats, STAT_HELLO_BAD);
         conn_fail(c, MUSTER__STATUS__BAD_REQUEST, "hello sent twice");
@@ -149,9 +150,8 @@ static int hello_run(struct conn *c, const Muster__Hello *h)
         conn_fail(c, MUSTER__STATUS__UNAUTHENTICATED, "namespace '%s' is not configured on this server", name);
     } else if ((tok = hello_token(c, name, h->token)) != HELLO_DONE) {
         return tok;
-    } else if (!(ns = ns_open(srv, name, (const struct sockaddr *)&c->life.addr, &st))) {
-        conn_fail(c, st, "cannot open namespace '%s'%s", name,
-                  st == MUSTER__STATUS__LIMIT ? ": namespace limit reached (server or this address)" : "");
+    } else if (!(ns = ns_open(srv, name, (const struct sockaddr *)&c->life.addr, &st, why, sizeof why))) {
+        conn_fail(c, st, "cannot open namespace '%s'%s%s", name, why[0] ? ": " : "", why);
     } else {
         hello_reply(c, ns, h);
     }

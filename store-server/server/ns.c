@@ -14,6 +14,26 @@
  * the log with keys stays), no connections, parked requests, watches or
  * barriers (whose round numbers go on), no rendezvous state (its generation
  * counter must never go back), and no other front end attached.
+ *
+ * That leaves namespaces holding a key: 1,024 of them locked their address
+ * out for good, and 99 addresses filled --max-namespaces for everyone, also
+ * across a restart with --data-dir.  So a second, longer rule drops a
+ * namespace, keys, queues, barriers and generation counter included, once
+ * nothing has used it for --ns-reclaim-after (24 h): no connection is in it
+ * (requests come only over a connection that said hello to it, so "used"
+ * is its creation, a hello, or its last connection leaving), and it has no
+ * parked request, no watch and no rendezvous in use (no node, no running
+ * generation, no open recovery round: its job ended or never formed).  A
+ * namespace named by --token or --token-file is the operator's and is kept.
+ * The drop is a DROP record (record.h), so --data-dir and --ha forget it
+ * too; an --ha standby leaves dropping to the leader.  A name dropped and
+ * used again starts over, its generations from 1.  And an address creates
+ * at most --max-namespace-creates-per-source a minute (source.c).
+ *
+ * The sweep looks at up to NS_SWEEP_SLICE namespaces per loop turn, for
+ * about NS_SWEEP_SLICE_US at most, resuming where it stopped, so a pass
+ * over 100,000 never holds the loop for long; the longest slice is the
+ * ns_sweep_slice_max_us counter.
  */
 #include "ns.h"
 
@@ -26,6 +46,8 @@
 #include "clock.h"
 #include "muster.pb-c.h"
 #include "log.h"
+#include "rdzv.h"
+#include "record.h"
 #include "server.h"
 #include "source.h"
 
@@ -35,7 +57,16 @@ struct ns_daemon {
     size_t nconns;          /* connections that said hello to this namespace */
     struct source *creator; /* the address whose hello created it (source.c), or NULL */
     uint64_t idle_ms;       /* when it was created or its last connection left (monotonic) */
+    uint64_t used_ms;       /* when it was created, said hello to or left by its last connection (monotonic) */
 };
+
+/* Namespaces one turn of the sweep looks at, at most; and the time after which it stops early (checked
+ * every NS_SWEEP_CHECK namespaces: dropping one costs microseconds, more with many keys or --data-dir). */
+#define NS_SWEEP_SLICE 1024
+#define NS_SWEEP_SLICE_US 1000
+#define NS_SWEEP_CHECK 64
+/* Namespaces dropped in one pass of the sweep that get a line of their own at info level. */
+#define NS_DROP_LOG_LINES 100
 
 /* The daemon's part of ns. */
 static struct ns_daemon *ns_daemon(const struct ns *ns)
@@ -176,43 +207,64 @@ static int ns_reclaim_oldest(struct server *srv, const struct source *by)
     return 1;
 }
 
-/* The namespace called name, created on first use (for sa, or NULL); NULL with *status LIMIT or INTERNAL.
- * At --max-namespaces, or at sa's --max-namespaces-per-source, the oldest empty namespace (of sa's, for
- * the latter) is forgotten first, so empty ones never lock a real job out.  A namespace named by
- * --token or --token-file is never counted against the address that opens it. */
-static struct ns *ns_get_for(struct server *srv, const char *name, const struct sockaddr *sa, int *status)
+/* The namespace called name, created on first use (for sa, or NULL); NULL with *status LIMIT or INTERNAL
+ * and why (when not NULL, len bytes) naming the limit.  An address creating faster than
+ * --max-namespace-creates-per-source is refused first.  At --max-namespaces, or at sa's
+ * --max-namespaces-per-source, the oldest empty namespace (of sa's, for the latter) is forgotten first, so
+ * empty ones never lock a real job out.  A namespace named by --token or --token-file is never counted
+ * against the address that opens it. */
+static struct ns *ns_get_for(struct server *srv, const char *name, const struct sockaddr *sa, int *status,
+                             char *why, size_t len)
 {
+    const struct options *o = &srv->opt;
     struct ns *ns = ns_find(srv, name);
     if (ns)
         return ns;
     if (sa && ns_configured(srv, name))
         sa = NULL;
+    uint64_t wait = sa ? source_ns_create_wait(srv, sa) : 0;
+    if (wait) {
+        stats_inc(&srv->stats, STAT_LIMIT_NS_CREATES_PER_SOURCE);
+        *status = MUSTER__STATUS__LIMIT;
+        if (why)
+            snprintf(why, len, "this address creates namespaces faster than --max-namespace-creates-per-source "
+                     "(%llu a minute): retry in %llu ms", (unsigned long long)o->max_ns_creates_per_source,
+                     (unsigned long long)wait);
+        return NULL;
+    }
     const struct source *full = sa ? source_ns_full(srv, sa) : NULL;
     if (full)
         ns_reclaim_oldest(srv, full);
-    if (srv->stats.c[STAT_NAMESPACES] >= srv->opt.max_namespaces && !ns_reclaim_oldest(srv, NULL)) {
+    if (srv->stats.c[STAT_NAMESPACES] >= o->max_namespaces && !ns_reclaim_oldest(srv, NULL)) {
         stats_inc(&srv->stats, STAT_LIMIT_NAMESPACES);
         *status = MUSTER__STATUS__LIMIT;
+        if (why)
+            snprintf(why, len, "the server holds --max-namespaces (%llu), none of them empty",
+                     (unsigned long long)o->max_namespaces);
         return NULL;
     }
     struct source *creator = sa ? source_ns_take(srv, sa, status) : NULL;
-    if (sa && !creator)
+    if (sa && !creator) {
+        if (why && *status == MUSTER__STATUS__LIMIT)
+            snprintf(why, len,
+                     "this address created --max-namespaces-per-source (%llu) that still exist, none of them empty",
+                     (unsigned long long)o->max_namespaces_per_source);
         return NULL;
-    size_t len = strlen(name);
+    }
+    size_t nlen = strlen(name);
     struct ns_daemon *d = calloc(1, sizeof *d);
-    if (!d || !(ns = calloc(1, sizeof *ns + len + 1))) {
+    if (!d || !(ns = calloc(1, sizeof *ns + nlen + 1))) {
         free(d);
         source_ns_put(srv, creator);
         *status = MUSTER__STATUS__INTERNAL;
         return NULL;
     }
-    memcpy(ns->name, name, len);
+    memcpy(ns->name, name, nlen);
     ns->owner = d;
     d->creator = creator;
-    d->idle_ms = clock_now_ms();
-    const struct options *o = &srv->opt;
+    d->idle_ms = d->used_ms = clock_now_ms();
     core_ns_init(server_core(srv), ns, o->max_keys_per_ns, o->max_bytes_per_ns, o->max_value);
-    HASH_ADD(hh, srv->namespaces, name[0], len, ns);
+    HASH_ADD(hh, srv->namespaces, name[0], nlen, ns);
     stats_inc(&srv->stats, STAT_NAMESPACES);
     struct log_field f = {"namespace", ns->name, 0};
     log_fields(LOG_INFO, &f, 1, "namespace '%s' created", ns->name);
@@ -222,19 +274,25 @@ static struct ns *ns_get_for(struct server *srv, const char *name, const struct 
 /* The namespace called name, created on first use; NULL with *status LIMIT or INTERNAL. */
 struct ns *ns_get(struct server *srv, const char *name, int *status)
 {
-    return ns_get_for(srv, name, NULL, status);
+    return ns_get_for(srv, name, NULL, status, NULL, 0);
 }
 
-/* As ns_get for a hello from sa: a namespace it creates counts against sa's --max-namespaces-per-source. */
-struct ns *ns_open(struct server *srv, const char *name, const struct sockaddr *sa, int *status)
+/* As ns_get for a hello from sa: a namespace it creates counts against sa's --max-namespaces-per-source and
+ * --max-namespace-creates-per-source; a refusal's words go to why (len bytes). */
+struct ns *ns_open(struct server *srv, const char *name, const struct sockaddr *sa, int *status, char *why,
+                   size_t len)
 {
-    return ns_get_for(srv, name, sa, status);
+    if (len)
+        why[0] = 0;
+    return ns_get_for(srv, name, sa, status, why, len);
 }
 
-/* A connection said hello to ns. */
+/* A connection said hello to ns: it is in use. */
 void ns_conn_joined(struct ns *ns)
 {
-    ns_daemon(ns)->nconns++;
+    struct ns_daemon *d = ns_daemon(ns);
+    d->nconns++;
+    d->used_ms = clock_now_ms();
 }
 
 /* A connection left ns: its idle time starts when the last one goes. */
@@ -242,7 +300,7 @@ void ns_conn_left(struct ns *ns)
 {
     struct ns_daemon *d = ns_daemon(ns);
     if (--d->nconns == 0)
-        d->idle_ms = clock_now_ms();
+        d->idle_ms = d->used_ms = clock_now_ms();
 }
 
 /* Connections that said hello to ns and are still open. */
@@ -265,9 +323,19 @@ static int ns_empty(const struct ns *ns)
     return core_ns_empty(ns) && d->nconns == 0 && !d->pinned;
 }
 
-/* Free one namespace and everything it holds. */
+/* Whether something uses ns now (the long rule's test, see the top of this file): a connection, a front end,
+ * a parked request, a watch or its rendezvous. */
+static int ns_in_use(const struct ns *ns)
+{
+    const struct ns_daemon *d = ns_daemon(ns);
+    return d->nconns || d->pinned || ns->nwaiters || ns->waiters || ns->wkeys || ns->watches || rdzv_in_use(ns);
+}
+
+/* Free one namespace and everything it holds (a sweep resuming at it resumes at the next one). */
 static void ns_free(struct server *srv, struct ns *ns)
 {
+    if (srv->ns_sweep_next == ns)
+        srv->ns_sweep_next = ns->hh.next;
     HASH_DEL(srv->namespaces, ns);
     core_ns_fini(ns);
     source_ns_put(srv, ns_daemon(ns)->creator);
@@ -283,41 +351,107 @@ static void ns_forget(struct server *srv, struct ns *ns)
     stats_inc(&srv->stats, STAT_NS_RECLAIMED);
 }
 
-/* How often the sweep runs: a quarter of the idle timeout, between 50 ms and 10 s. */
+/* Drop ns, keys, queues, barriers and generation counter, as a DROP record the core emits with its current
+ * origin; 0, or -1 with nothing done while it is in use.  why (NULL for a replayed or replicated drop, which
+ * is not counted) is logged, on its own line for the first NS_DROP_LOG_LINES of a pass. */
+int ns_drop(struct server *srv, struct ns *ns, const char *why)
+{
+    if (ns_in_use(ns))
+        return -1;
+    struct record r = {.kind = RECORD_DROP, .ns = ns->name};
+    core_emit(&srv->core, &r);
+    if (why) {
+        struct log_field f = {"namespace", ns->name, 0};
+        log_fields(srv->ns_swept_idle < NS_DROP_LOG_LINES ? LOG_INFO : LOG_DEBUG, &f, 1,
+                   "namespace '%s' dropped with its %llu keys: %s", ns->name, (unsigned long long)ns->ks.count, why);
+        stats_inc(&srv->stats, STAT_NS_RECLAIMED_IDLE);
+    }
+    ns_free(srv, ns);
+    stats_dec(&srv->stats, STAT_NAMESPACES);
+    return 0;
+}
+
+/* How often a sweep pass starts: a quarter of the shorter rule's time, between 50 ms and 10 s. */
 static uint64_t ns_sweep_ms(const struct server *srv)
 {
-    uint64_t ms = srv->opt.ns_idle_timeout / 4;
+    const struct options *o = &srv->opt;
+    uint64_t t = o->ns_idle_timeout && (!o->ns_reclaim_after || o->ns_idle_timeout < o->ns_reclaim_after)
+                     ? o->ns_idle_timeout
+                     : o->ns_reclaim_after;
+    uint64_t ms = t / 4;
     return ms < 50 ? 50 : ms > 10000 ? 10000 : ms;
 }
 
-/* The sweep: forget every namespace that has been empty for --ns-idle-timeout. */
+/* Apply both rules to one namespace at now (serving: this daemon may drop; an --ha standby may not). */
+static void ns_sweep_one(struct server *srv, struct ns *ns, uint64_t now, int serving)
+{
+    const struct options *o = &srv->opt;
+    struct ns_daemon *d = ns_daemon(ns);
+    if (!ns_empty(ns)) {
+        d->idle_ms = now; /* idle counts from when it was last seen in use */
+    } else if (o->ns_idle_timeout && now - d->idle_ms >= o->ns_idle_timeout) {
+        struct log_field f = {"namespace", ns->name, 0};
+        log_fields(LOG_DEBUG, &f, 1, "namespace '%s' reclaimed", ns->name);
+        ns_forget(srv, ns);
+        srv->ns_swept_empty++;
+        return;
+    }
+    if (!o->ns_reclaim_after)
+        return;
+    if (!serving || ns_in_use(ns)) { /* a standby's clock starts when it takes over */
+        d->used_ms = now;
+        return;
+    }
+    if (now - d->used_ms < o->ns_reclaim_after || ns_configured(srv, ns->name))
+        return;
+    char why[96];
+    snprintf(why, sizeof why, "unused for %llu ms (--ns-reclaim-after)", (unsigned long long)(now - d->used_ms));
+    if (ns_drop(srv, ns, why) == 0)
+        srv->ns_swept_idle++;
+}
+
+/* The sweep: one slice of a pass over the namespaces, then the next slice at once or the next pass later. */
 static void ns_sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct server *srv = arg;
-    uint64_t now = clock_now_ms(), idle = srv->opt.ns_idle_timeout;
-    size_t n = 0;
-    struct ns *ns, *tmp;
-    HASH_ITER(hh, srv->namespaces, ns, tmp) {
-        if (!ns_empty(ns)) {
-            ns_daemon(ns)->idle_ms = now; /* idle counts from when it was last seen in use */
-        } else if (now - ns_daemon(ns)->idle_ms >= idle) {
-            struct log_field f = {"namespace", ns->name, 0};
-            log_fields(LOG_DEBUG, &f, 1, "namespace '%s' reclaimed", ns->name);
-            ns_forget(srv, ns);
-            n++;
-        }
+    uint64_t t0 = clock_now_us(), now = t0 / 1000;
+    int serving = !srv->serving || srv->serving(srv);
+    if (!srv->ns_sweep_mid) {
+        srv->ns_sweep_next = srv->namespaces;
+        srv->ns_sweep_mid = 1;
+        srv->ns_swept_empty = srv->ns_swept_idle = 0;
     }
-    if (n)
-        log_msg(LOG_INFO, "reclaimed %zu namespaces idle for %llu ms", n, (unsigned long long)idle);
+    for (size_t n = 0; n < NS_SWEEP_SLICE && srv->ns_sweep_next; n++) {
+        struct ns *ns = srv->ns_sweep_next;
+        srv->ns_sweep_next = ns->hh.next;
+        ns_sweep_one(srv, ns, now, serving);
+        if (n % NS_SWEEP_CHECK == NS_SWEEP_CHECK - 1 && clock_now_us() - t0 >= NS_SWEEP_SLICE_US)
+            break;
+    }
+    uint64_t took = clock_now_us() - t0;
+    if (took > srv->stats.c[STAT_NS_SWEEP_SLICE_US])
+        srv->stats.c[STAT_NS_SWEEP_SLICE_US] = took;
+    if (srv->ns_sweep_next) { /* the rest of the pass next turn, after what is ready now */
+        clock_timer_at(srv->ns_sweep, now);
+        return;
+    }
+    srv->ns_sweep_mid = 0;
+    if (srv->ns_swept_empty)
+        log_msg(LOG_INFO, "reclaimed %zu namespaces empty for %llu ms", srv->ns_swept_empty,
+                (unsigned long long)srv->opt.ns_idle_timeout);
+    if (srv->ns_swept_idle)
+        log_msg(LOG_INFO, "dropped %zu namespaces unused for %llu ms (--ns-reclaim-after)", srv->ns_swept_idle,
+                (unsigned long long)srv->opt.ns_reclaim_after);
     clock_timer_at(srv->ns_sweep, now + ns_sweep_ms(srv));
 }
 
-/* Start reclaiming idle empty namespaces (--ns-idle-timeout); 0, or -1 when the timer cannot be made. */
+/* Start reclaiming idle namespaces (--ns-idle-timeout, --ns-reclaim-after); 0, or -1 when the timer cannot be
+ * made. */
 int ns_sweep_start(struct server *srv)
 {
-    if (!srv->opt.ns_idle_timeout)
+    if (!srv->opt.ns_idle_timeout && !srv->opt.ns_reclaim_after)
         return 0;
     if (!(srv->ns_sweep = evtimer_new(srv->base, ns_sweep_cb, srv)))
         return -1;

@@ -40,7 +40,7 @@ struct opt_row {
 #define NOCAP UINT64_MAX
 
 /* The table.  Sizes take K/M/G (binary) suffixes; durations are milliseconds
- * unless suffixed s or m. */
+ * unless suffixed s, m or h. */
 static const struct opt_row opt_rows[] = {
     {"listen", "MUSTER_LISTEN", OPT_LIST, UNIT_COUNT, "0.0.0.0:29600", OFF(listen),
      "HOST:PORT to listen on (repeatable; [v6]:port; port 0 picks one); only the given addresses are bound", -1,
@@ -72,6 +72,14 @@ static const struct opt_row opt_rows[] = {
     {"ns-idle-timeout", "MUSTER_NS_IDLE_TIMEOUT", OPT_UINT, UNIT_MS, "60000", OFF(ns_idle_timeout),
      "forget a namespace that has held no keys, connections, parked requests, watches, barriers or rendezvous "
      "state for this long (0 = never)", STAT_NS_RECLAIMED, U32, 0},
+    {"ns-reclaim-after", "MUSTER_NS_RECLAIM_AFTER", OPT_UINT, UNIT_MS, "24h", OFF(ns_reclaim_after),
+     "drop a namespace, keys included, that no connection, parked request, watch or live rendezvous generation "
+     "has used for this long (0 = never; namespaces named by --token or --token-file are kept)",
+     STAT_NS_RECLAIMED_IDLE, NOCAP, 0},
+    {"max-namespace-creates-per-source", "MUSTER_MAX_NAMESPACE_CREATES_PER_SOURCE", OPT_UINT, UNIT_COUNT, "600",
+     OFF(max_ns_creates_per_source),
+     "namespaces hellos from one address (an IPv6 /64) may create per minute, in bursts of up to that many; one "
+     "more is LIMIT (0 = no limit)", STAT_LIMIT_NS_CREATES_PER_SOURCE, NOCAP, 0},
     {"closed-namespaces", "MUSTER_CLOSED_NAMESPACES", OPT_BOOL, UNIT_COUNT, "false", OFF(closed_namespaces),
      "accept hellos only to namespaces named by --token or --token-file; others are UNAUTHENTICATED",
      STAT_NS_REFUSED, 0, 0},
@@ -264,6 +272,8 @@ static uint64_t opt_suffix(enum opt_unit unit, const char *s)
             return 1000;
         if (strcmp(s, "m") == 0)
             return 60000;
+        if (strcmp(s, "h") == 0)
+            return 3600000;
         return 0;
     }
     static const char *const units = "KMGT";

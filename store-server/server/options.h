@@ -29,6 +29,8 @@ struct options {
     uint64_t max_namespaces;
     uint64_t max_namespaces_per_source;
     uint64_t ns_idle_timeout;
+    uint64_t ns_reclaim_after;          /* --ns-reclaim-after (ms; 0 = never) */
+    uint64_t max_ns_creates_per_source; /* per minute; 0 = no limit */
     int closed_namespaces;
     uint64_t max_waiters;
     uint64_t max_waiters_per_ns;

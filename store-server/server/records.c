@@ -3,7 +3,9 @@
  * to state and back: a SET writes the key's whole value into its
  * namespace's keyspace, a DEL removes the key, a GEN raises the
  * namespace's rendezvous generation counter (never lowers it: no number is
- * handed out twice); and the state, dumped, is per namespace its
+ * handed out twice), a DROP forgets the namespace, keys and counter (the
+ * idle sweep of ns.c emits it; a live namespace that a connection is in
+ * only loses its keys); and the state, dumped, is per namespace its
  * generation (when there is one), then one SET per key.
  *
  * Two kinds of state take records.  The live one is the daemon's
@@ -164,7 +166,8 @@ static int records_each_ns(struct records *st, records_ns_fn fn, void *arg)
         ns_each(st->srv, records_live_one, &w);
         return w.rc;
     }
-    /* An image's namespaces are never removed, so the walk may change their keyspaces. */
+    /* An image's namespaces are removed only by a DROP being applied, never during a walk, so the walk may
+     * change their keyspaces. */
     for (struct records_img *ns = st->img; ns; ns = ns->hh.next) {
         struct records_ns n = {.name = ns->name, .ks = &ns->ks, .img = ns};
         int rc = fn(st, &n, arg);
@@ -184,10 +187,49 @@ void records_sink(struct server *srv, const struct record_sink *sink)
 
 /* ----------------------------------------------------------- record → state */
 
+/* How a clear goes: the origin its deletions are applied with, and whether memory ran out somewhere. */
+struct records_clearing {
+    enum record_origin from;
+    int failed;
+};
+
+static int records_clear_ns(struct records *st, const struct records_ns *n, void *arg);
+
+/* Apply a DROP of namespace name to st: the namespace, keys and counter, is gone (nothing when absent).  A
+ * live one in use here (a connection said hello to it) keeps its counter and loses its keys as DELs. */
+static int records_drop(struct records *st, const char *name, enum record_origin from)
+{
+    if (!st->srv) {
+        struct records_img *img = NULL;
+        HASH_FIND_STR(st->img, name, img);
+        if (img) {
+            HASH_DEL(st->img, img);
+            ks_fini(&img->ks);
+            free(img);
+        }
+        return 0;
+    }
+    struct ns *ns = ns_find(st->srv, name);
+    if (!ns)
+        return 0;
+    enum record_origin outer = st->srv->core.applying;
+    st->srv->core.applying = from;
+    int rc = ns_drop(st->srv, ns, NULL);
+    st->srv->core.applying = outer;
+    if (rc != 0) {
+        struct records_ns n = {.name = ns->name, .ks = &ns->ks, .live = ns};
+        struct records_clearing c = {from, 0};
+        records_clear_ns(st, &n, &c);
+    }
+    return 0;
+}
+
 /* Apply r to st (its namespace created on first use); 0, or -1 when st refused it. */
 int records_apply(struct records *st, const struct record *r, enum record_origin from)
 {
     struct records_ns n;
+    if (r->kind == RECORD_DROP)
+        return records_drop(st, r->ns && r->ns[0] ? r->ns : "default", from);
     if (r->kind != RECORD_SET && r->kind != RECORD_DEL && r->kind != RECORD_GEN)
         return -1;
     if (records_ns_get(st, r->ns && r->ns[0] ? r->ns : "default", &n) != 0)
@@ -282,12 +324,6 @@ static int records_note_key(void *arg, const struct ks_entry *e)
     ks->k[ks->n++].len = e->klen;
     return 0;
 }
-
-/* How a clear goes: the origin its deletions are applied with, and whether memory ran out somewhere. */
-struct records_clearing {
-    enum record_origin from;
-    int failed;
-};
 
 /* Delete every key of one namespace as DEL records (memory running out while the keys are noted leaves the
  * rest of it; the walk goes on with the next namespace). */

@@ -33,6 +33,9 @@ struct server {
     struct source *source_lru; /* entries that remember only failures, oldest first */
     size_t nsources_lru;
     struct event *ns_sweep;    /* reclaims idle namespaces (ns.c) */
+    struct ns *ns_sweep_next;  /* where the sweep's pass goes on (NULL: at its end) */
+    int ns_sweep_mid;          /* a pass is under way */
+    size_t ns_swept_empty, ns_swept_idle; /* what the pass under way forgot (empty) and dropped (unused) */
     struct conn *conns;    /* every connection, admitted or being refused */
     struct conn_io *ios;   /* every open connection's I/O, both front ends (conn_io.c) */
     size_t nconns;         /* admitted connections (the --max-connections count) */
@@ -52,6 +55,9 @@ struct server {
     /* Start draining (daemon.c): what server_fail calls, so a layer can stop the daemon without naming
      * the layers a drain touches. */
     void (*drain)(struct server *srv, const char *reason);
+    /* Whether this daemon serves requests now (daemon.c: not while an --ha standby; NULL: always), so layers
+     * below --ha can leave to the leader what only it decides (dropping an unused namespace). */
+    int (*serving)(const struct server *srv);
 };
 
 /* A layer cannot go on (the data directory failed): drain (stop accepting, fail parked requests

@@ -2,7 +2,8 @@
  * Source addresses.  A client can open as many connections as it likes, so
  * bounds meant for "one client" are kept per source address: the backoff
  * after failed hellos (--auth-backoff) and the count of namespaces the
- * address created that still exist (--max-namespaces-per-source).  An IPv6
+ * address created that still exist (--max-namespaces-per-source), and how
+ * fast it may create more (--max-namespace-creates-per-source).  An IPv6
  * address counts by its /64, since one host is commonly given a whole /64;
  * an IPv4-mapped IPv6 address counts as the IPv4 address.
  *
@@ -34,6 +35,7 @@ struct source {
     size_t nwaiters;   /* their parked requests (--max-waiters-per-source) */
     uint32_t fails;    /* failed hellos in the current run of failures */
     uint64_t until_ms; /* token checks refused until this monotonic time */
+    uint64_t create_us; /* --max-namespace-creates-per-source: when its bucket is full again (monotonic us) */
     struct source *prev, *next; /* the failure-only list, oldest first (while nns == 0) */
 };
 
@@ -90,10 +92,11 @@ static int source_pinned(const struct source *s)
     return s->nns || s->nconns;
 }
 
-/* Drop s when it remembers nothing any more. */
+/* Drop s when it remembers nothing any more (no backoff, and a full creation bucket). */
 static void source_maybe_free(struct server *srv, struct source *s)
 {
-    if (source_pinned(s) || s->until_ms + srv->opt.auth_backoff_max > clock_now_ms())
+    if (source_pinned(s) || s->until_ms + srv->opt.auth_backoff_max > clock_now_ms() ||
+        s->create_us > clock_now_us())
         return;
     DL_DELETE(srv->source_lru, s);
     srv->nsources_lru--;
@@ -172,6 +175,27 @@ static void source_unpin(struct server *srv, struct source *s, size_t *count)
     source_maybe_free(srv, s);
 }
 
+/* Microseconds one namespace creation costs under --max-namespace-creates-per-source (a minute's worth is
+ * the burst). */
+static uint64_t source_create_cost_us(const struct options *o)
+{
+    return 60000000 / o->max_ns_creates_per_source;
+}
+
+/* Milliseconds before sa may create one more namespace under --max-namespace-creates-per-source (0: now).
+ * The bucket is a virtual time: each creation moves s->create_us (from now, when it is behind) on by one
+ * cost, and a creation is allowed while that stays within a minute of now. */
+uint64_t source_ns_create_wait(struct server *srv, const struct sockaddr *sa)
+{
+    const struct options *o = &srv->opt;
+    const struct source *s = o->max_ns_creates_per_source ? source_find(srv, sa, 0) : NULL;
+    if (!s)
+        return 0;
+    uint64_t now = clock_now_us(), from = s->create_us > now ? s->create_us : now;
+    uint64_t after = from + source_create_cost_us(o);
+    return after - now <= 60000000 ? 0 : (after - now - 60000000 + 999) / 1000;
+}
+
 /* Count one more namespace created by sa; the source to give back later, or NULL with *status set. */
 struct source *source_ns_take(struct server *srv, const struct sockaddr *sa, int *status)
 {
@@ -187,6 +211,10 @@ struct source *source_ns_take(struct server *srv, const struct sockaddr *sa, int
         return NULL;
     }
     source_pin(srv, s, &s->nns);
+    if (srv->opt.max_ns_creates_per_source) {
+        uint64_t now = clock_now_us();
+        s->create_us = (s->create_us > now ? s->create_us : now) + source_create_cost_us(&srv->opt);
+    }
     return s;
 }
 

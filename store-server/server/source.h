@@ -1,5 +1,5 @@
-/* Per-source-address state: failed-hello backoff, the namespaces an address created, its connections'
- * parked requests. */
+/* Per-source-address state: failed-hello backoff, the namespaces an address created and how fast it creates
+ * them, its connections' parked requests. */
 #ifndef MUSTERD_SOURCE_H
 #define MUSTERD_SOURCE_H
 
@@ -15,7 +15,10 @@ uint64_t source_hello_wait(struct server *srv, const struct sockaddr *sa);
 /* A token from sa was compared (ok: it was right): a wrong one starts or lengthens the backoff, a right
  * one while failures are fresh spaces the next comparison by --auth-backoff. */
 void source_hello_checked(struct server *srv, const struct sockaddr *sa, int ok);
-/* Count one more namespace created by sa; the source to give back later, or NULL with *status LIMIT
+/* Milliseconds before sa may create one more namespace under --max-namespace-creates-per-source (0: now;
+ * a minute's worth in a burst, then one per 60 s / N). */
+uint64_t source_ns_create_wait(struct server *srv, const struct sockaddr *sa);
+/* Count one more namespace created by sa (a token of its creation bucket); the source to give back later, or NULL with *status LIMIT
  * (counted) or INTERNAL. */
 struct source *source_ns_take(struct server *srv, const struct sockaddr *sa, int *status);
 /* sa's entry when it is at --max-namespaces-per-source (one more would be refused), else NULL. */

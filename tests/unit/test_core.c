@@ -159,6 +159,7 @@ static void t_leave_breaks(void *unused)
     /* The owner going away (a closed connection) ends its node. */
     rdzv_node_gone(n[0].node);
     CHECK(n[0].node == NULL);
+    CHECK(rdzv_in_use(w.ns)); /* "late" is a member of the next generation */
     t_world_fini(&w);
 }
 
@@ -170,13 +171,17 @@ static void t_leave_finished(void *unused)
     struct t_node n[3] = {{0}};
     struct rdzv_info ri;
     t_world_init(&w, 1000);
+    CHECK(!rdzv_in_use(w.ns));
     t_form(&w, n, 3);
+    CHECK(rdzv_in_use(w.ns));
     rdzv_leave(n[0].node, 1);
     rdzv_leave(n[1].node, 1);
     CHECK_EQ(rdzv_info(w.ns, &ri), 0);
     CHECK_EQ(ri.running, 1);
     CHECK_EQ(ri.completed, 0);
+    CHECK(rdzv_in_use(w.ns)); /* the generation runs: the namespace's idle reclamation must wait */
     rdzv_leave(n[2].node, 1);
+    CHECK(!rdzv_in_use(w.ns)); /* the job ended */
     CHECK_EQ(rdzv_info(w.ns, &ri), 0);
     CHECK_EQ(ri.running, 0);
     CHECK_EQ(ri.completed, 1);

@@ -2,7 +2,8 @@
  * Unit tests of the record interface (store-server/server/records.c), with state
  * made in-process and no daemon: records applied to the live namespaces
  * and dumped back, the same through a private image (what compaction
- * rebuilds), the origin the sink is told, clearing, refusals, and the byte
+ * rebuilds), the origin the sink is told, clearing, dropping a namespace,
+ * refusals, and the byte
  * codec's view of a record (store-server/durable/precord.c).
  */
 #include <event2/buffer.h>
@@ -307,11 +308,12 @@ static void t_codec(void *unused)
         t_rec(RECORD_SET, "job", "e", 1, "", 0, 0),
         t_rec(RECORD_DEL, "", "k", 1, NULL, 0, 0),
         t_rec(RECORD_GEN, "job", NULL, 0, NULL, 0, 1234567890123ULL),
+        t_rec(RECORD_DROP, "job", NULL, 0, NULL, 0, 0),
     };
     size_t n = sizeof in / sizeof in[0];
     for (size_t i = 0; i < n; i++)
         CHECK_EQ(prec_put_record(b, i + 1, &in[i]), 0);
-    CHECK_EQ(prec_put(b, PREC_SNAP_END, "", 0, 4, NULL, 0, NULL, 0, 0), 0);
+    CHECK_EQ(prec_put(b, PREC_SNAP_END, "", 0, n, NULL, 0, NULL, 0, 0), 0);
     size_t len = evbuffer_get_length(b), at = 0;
     const uint8_t *p = evbuffer_pullup(b, (ssize_t)len);
     struct t_list want = {0}, got = {0};
@@ -321,7 +323,7 @@ static void t_codec(void *unused)
         struct prec pr;
         struct record r;
         CHECK_EQ(prec_next(p, len, &at, &pr), PREC_OK);
-        CHECK_EQ(pr.id, i + 1 <= n ? i + 1 : 4);
+        CHECK_EQ(pr.id, i + 1 <= n ? i + 1 : n);
         if (prec_record(&pr, &r))
             t_add(&got, &r);
         else
@@ -335,9 +337,64 @@ static void t_codec(void *unused)
     evbuffer_free(b);
 }
 
+/* A DROP forgets a namespace, keys and generation counter, in the live state (the sink hears it with its
+ * origin) and in an image; a live namespace a connection is in only loses its keys, as DELs. */
+static void t_drop(void *unused)
+{
+    (void)unused;
+    struct server *srv = t_server();
+    struct records *live = records_live(srv), *img = records_image_new();
+    struct t_list heard = {0}, left;
+    struct record recs[] = {
+        t_rec(RECORD_SET, "job", "a", 1, "1", 1, 0),
+        t_rec(RECORD_GEN, "job", NULL, 0, NULL, 0, 7),
+        t_rec(RECORD_SET, "other", "b", 1, "2", 1, 0),
+    };
+    struct record drop = t_rec(RECORD_DROP, "job", NULL, 0, NULL, 0, 0);
+    for (size_t i = 0; i < 3; i++) {
+        CHECK_EQ(records_apply(live, &recs[i], RECORD_REPLAY), 0);
+        CHECK_EQ(records_apply(img, &recs[i], RECORD_REPLAY), 0);
+    }
+    records_sink(srv, &(struct record_sink){t_sink, &heard});
+    CHECK_EQ(records_apply(live, &drop, RECORD_REPLICA), 0);
+    CHECK_EQ(heard.n, 1);
+    CHECK_EQ(heard.from[0], RECORD_REPLICA);
+    if (heard.n)
+        CHECK_STR(heard.v[0], "6 job   0");
+    CHECK(ns_find(srv, "job") == NULL);
+    CHECK_EQ(records_apply(live, &drop, RECORD_REPLAY), 0); /* dropping what is gone: nothing */
+    CHECK_EQ(heard.n, 1);
+    CHECK_EQ(records_apply(img, &drop, RECORD_REPLAY), 0);
+    for (int i = 0; i < 2; i++) {
+        t_dump(i ? img : live, &left);
+        CHECK_EQ(left.n, 1);
+        if (left.n)
+            CHECK_STR(left.v[0], "1 other 62 32 0");
+        t_clear(&left);
+    }
+    /* In use here: the keys go as DELs, the namespace and its counter stay. */
+    CHECK_EQ(records_apply(live, &recs[0], RECORD_REPLAY), 0);
+    CHECK_EQ(records_apply(live, &recs[1], RECORD_REPLAY), 0);
+    struct ns *ns = ns_find(srv, "job");
+    CHECK(ns != NULL);
+    if (ns) {
+        ns_conn_joined(ns);
+        CHECK_EQ(records_apply(live, &drop, RECORD_REPLICA), 0);
+        CHECK(ns_find(srv, "job") == ns);
+        CHECK_EQ(ks_count(&ns->ks), 0);
+        CHECK(heard.v[heard.n - 1][0] == '2');
+        ns_conn_left(ns);
+    }
+    t_clear(&heard);
+    records_sink(srv, NULL);
+    records_image_free(img);
+    t_server_free(srv);
+}
+
 int main(void)
 {
     h_init("unit-records", 30);
+    H_RUN(t_drop, NULL);
     H_RUN(t_round_trip, NULL);
     H_RUN(t_sink_origin, NULL);
     H_RUN(t_refused, NULL);
