@@ -127,7 +127,8 @@ def one(mode, a, tmp, run):
     nodes, res = [], {"mode": mode, "run": run, "ranks": a.ranks, "ok": False}
     try:
         for i in range(a.ranks):
-            env = dict(os.environ, NCCL_HOSTID=f"host-n{i}", MUSTER_DEMO_ITERATIONS=str(a.iterations),
+            env = dict(os.environ, GLOO_SOCKET_IFNAME=os.environ.get("GLOO_SOCKET_IFNAME", "lo"),
+                       NCCL_HOSTID=f"host-n{i}", MUSTER_DEMO_ITERATIONS=str(a.iterations),
                        MUSTER_DEMO_INTERVAL_MS=str(a.interval_ms), RANK=str(i), WORLD_SIZE=str(a.ranks),
                        MASTER_PORT=port)
             nodes.append(Node(node_argv(mode, a, i, port, run), env, os.path.join(tmp, f"{mode}{run}-n{i}.err")))

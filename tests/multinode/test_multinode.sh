@@ -351,6 +351,13 @@ if [ "$(id -u)" != 0 ] || ! ip netns add "mnprobe$id" 2>/dev/null; then
     echo "skipped: needs root and ip netns"
     exit 77
 fi
+# `ip netns exec` needs a mount namespace whose / can be made a slave (it remounts /sys there); a
+# chroot or a container without mount propagation refuses that.  Skip, saying why, leaving nothing.
+if ! why=$(ip netns exec "mnprobe$id" true 2>&1); then
+    ip netns del "mnprobe$id" 2>/dev/null
+    echo "skipped: ip netns exec does not work here (${why:-no reason given})"
+    exit 77
+fi
 ip netns del "mnprobe$id"
 if ! setup_net; then
     echo "FAIL: cannot set up the namespaces"

@@ -10,6 +10,9 @@ import time
 import pytest
 
 HOST = "127.0.0.1"
+# Gloo binds the address the host name resolves to; where /etc/hosts lacks the name that lookup can
+# take minutes.  Everything here runs on loopback, and every worker a test starts inherits this.
+os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
 START_S = 10  # the port file must appear within this
 STOP_S = 10   # a SIGTERM'd daemon must exit within this
 _ns = itertools.count()
