@@ -111,6 +111,7 @@ static int conn_hello(muster_t *m, uint64_t deadline)
     hello.token = m->url.token;
     hello.client_name = m->client_name;
     hello.credential = m->credential;
+    hello.generation = m->url.generation;
     Muster__ClientFrame f = MUSTER__CLIENT_FRAME__INIT;
     f.frame_case = MUSTER__CLIENT_FRAME__FRAME_HELLO;
     f.hello = &hello;

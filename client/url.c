@@ -1,5 +1,6 @@
 /*
- * Store URL parsing: tcp://HOST[:PORT][,HOST[:PORT]...][/NAMESPACE][?token=T&timeout=MS&name=N&failover=0|1]
+ * Store URL parsing: tcp://HOST[:PORT][,HOST[:PORT]...][/NAMESPACE][?token=T&timeout=MS&name=N&failover=0|1
+ * &generation=G]
  * (tls:// the same, plus tls=0|1, ca=, cert=, key=) and env://[?...].  A pure function of its input (the environment is read
  * only for NULL/"" and env://), so it is easy to unit-test and fuzz.
  * Several endpoints name the members of a high-availability set; the
@@ -144,7 +145,8 @@ static int url_tls_flag(struct span v, int *flag)
 }
 
 /* The query parameters a URL may give, in the order of their bits in url_param's seen. */
-static const char *const url_params[] = {"token", "timeout", "name", "tls", "ca", "cert", "key", "failover"};
+static const char *const url_params[] = {"token", "timeout", "name", "tls", "ca", "cert", "key", "failover",
+                                         "generation"};
 
 /* Say in why (n bytes) what is wrong with a query parameter: its name (never its value, which may be a
  * token) and the problem; returns -1. */
@@ -166,6 +168,11 @@ static int url_param_value(unsigned i, struct span k, struct span v, muster_url 
             return url_bad_param(k, "must be a number of milliseconds, 1..4294967295", why, n);
         u->timeout_ms = (uint32_t)ms;
         return 0;
+    case 8:
+        if (url_number(v, UINT32_MAX, &ms) != 0 || ms == 0)
+            return url_bad_param(k, "must be a generation number, 1..4294967295", why, n);
+        u->generation = ms;
+        return 0;
     case 3:
     case 7:
         if (url_tls_flag(v, i == 3 ? &u->tls : &u->failover) != 0)
@@ -185,7 +192,7 @@ static int url_param(struct span kv, unsigned *seen, muster_url *u, char *why, s
     if (!eq) {
         /* Not echoed: a bare value may be a token given without its name. */
         snprintf(why, n, "a query parameter has no '=': want NAME=VALUE with NAME one of token, timeout, name, "
-                         "tls, ca, cert, key, failover");
+                         "tls, ca, cert, key, failover, generation");
         return -1;
     }
     struct span k = {kv.p, (size_t)(eq - kv.p)};
@@ -198,7 +205,8 @@ static int url_param(struct span kv, unsigned *seen, muster_url *u, char *why, s
         *seen |= 1u << i;
         return url_param_value(i, k, v, u, why, n);
     }
-    return url_bad_param(k, "is unknown: want token, timeout, name, tls, ca, cert, key or failover", why, n);
+    return url_bad_param(k, "is unknown: want token, timeout, name, tls, ca, cert, key, failover or generation", why,
+                         n);
 }
 
 /* Parse a query string (after '?') of '&'-separated parameters; 0 or -1 after saying why. */

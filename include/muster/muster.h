@@ -166,7 +166,11 @@ typedef struct muster_endpoint {
  * endpoint or more than the limit is MUSTER_EURL, and
  * muster_url_parse_detail() names the endpoint.  ?failover=0|1 turns the
  * handle's automatic failover (see "Failover" at muster_connect) off or on;
- * it is on by default exactly when the URL lists more than one endpoint. */
+ * it is on by default exactly when the URL lists more than one endpoint.
+ * ?generation=G (a rendezvous generation) makes this client's blocking waits
+ * follow G: they end MUSTER_ESTALE, naming the lost node, when G breaks, and
+ * at once once it has (a member, or a worker with $MUSTER_CREDENTIAL,
+ * follows its own generation without asking). */
 typedef struct muster_url {
     char host[256];        /* the first endpoint (the same as endpoints[0]) */
     uint16_t port;
@@ -181,6 +185,7 @@ typedef struct muster_url {
     int failover;          /* 1: reconnect and follow the leader by itself (see muster_connect) */
     size_t n_endpoints;    /* 1..MUSTER_URL_MAX_ENDPOINTS */
     muster_endpoint endpoints[MUSTER_URL_MAX_ENDPOINTS];
+    uint64_t generation;   /* ?generation=G: blocking waits end MUSTER_ESTALE when G breaks (0 = none) */
 } muster_url;
 
 /* Parse text into *out; MUSTER_EURL with no change to *out on error. */

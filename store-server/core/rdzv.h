@@ -190,6 +190,8 @@ int rdzv_keys_may_write(const struct ns *ns, const struct rdzv_node *own, const 
 /* The generation a connection waits for as a member (own: its node, may be NULL) or as a worker of one
  * (cred); 0 when neither is a live member of the latest generation. */
 uint64_t rdzv_keys_member_generation(const struct ns *ns, const struct rdzv_node *own, const char *cred);
+/* Whether generation gen of ns has formed and ended (broken, completed or replaced). */
+int rdzv_generation_ended(const struct ns *ns, uint64_t gen);
 /* The node whose loss broke generation gen, and its rank in it; 0, or -1 when that is not known. */
 int rdzv_broken_by(const struct ns *ns, uint64_t gen, const char **node_id, uint32_t *rank);
 

@@ -106,6 +106,13 @@ uint64_t rdzv_keys_member_generation(const struct ns *ns, const struct rdzv_node
     return by && by->generation == rz->generation && !by->lost ? rz->generation : 0;
 }
 
+/* Whether generation gen of ns has formed and ended (broken, completed or replaced). */
+int rdzv_generation_ended(const struct ns *ns, uint64_t gen)
+{
+    const struct rdzv *rz = ns->rdzv;
+    return rz && gen && (gen < rz->generation || (gen == rz->generation && !rz->running));
+}
+
 /* The node whose loss broke generation gen. */
 int rdzv_broken_by(const struct ns *ns, uint64_t gen, const char **node_id, uint32_t *rank)
 {

@@ -42,6 +42,7 @@ struct conn {
     struct event *held_ev;     /* when that wait ends */
     char name[64];
     char cred[40];          /* the rendezvous credential its hello presented ("" for none) */
+    uint64_t follow_gen;    /* the generation whose break ends its waits (Hello.generation; 0 = none) */
 };
 
 /* The peer's address as text ("1.2.3.4:5" or "[::1]:5"), formatted on first use. */

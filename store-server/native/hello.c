@@ -104,6 +104,7 @@ static void hello_reply(struct conn *c, struct ns *ns, const Muster__Hello *h)
     snprintf(c->name, sizeof c->name, "%s", h->client_name ? h->client_name : "");
     /* A credential longer than any the daemon makes matches none: it is kept cut, and refused later. */
     snprintf(c->cred, sizeof c->cred, "%s", h->credential ? h->credential : "");
+    c->follow_gen = h->generation;
     conn_life_greeted(&c->life);
     stats_inc(&srv->stats, STAT_HELLO_OK);
     if (log_enabled(LOG_DEBUG))

@@ -100,6 +100,18 @@ static void kvops_missing(struct conn *c, const struct waiter *w, char *buf, siz
         snprintf(buf + off, off < len ? len - off : 0, " and %zu more", absent - (size_t)named);
 }
 
+/* Answer id STALE_GENERATION: generation gen ended (when), naming the lost node where it is known. */
+static void kvops_reply_stale(struct conn *c, uint64_t id, uint64_t gen, const char *when)
+{
+    const char *lost = "";
+    uint32_t rank = 0;
+    if (rdzv_broken_by(c->ns, gen, &lost, &rank) == 0)
+        conn_replyf(c, id, MUSTER__STATUS__STALE_GENERATION, "generation %llu %s: node '%.128s' (node rank %u) was lost",
+                    (unsigned long long)gen, when, lost, rank);
+    else
+        conn_replyf(c, id, MUSTER__STATUS__STALE_GENERATION, "generation %llu %s", (unsigned long long)gen, when);
+}
+
 /* A parked request's end: answer it by id from the current keyspace, or with the status. */
 static void kvops_wait_done(struct waiter *w, int status)
 {
@@ -110,14 +122,7 @@ static void kvops_wait_done(struct waiter *w, int status)
         kvops_missing(c, w, missing, sizeof missing);
         conn_replyf(c, w->id, status, "timed out after %u ms %s", w->timeout_ms, missing);
     } else if (status == MUSTER__STATUS__STALE_GENERATION) {
-        const char *lost = "";
-        uint32_t rank = 0;
-        if (rdzv_broken_by(c->ns, w->generation, &lost, &rank) == 0)
-            conn_replyf(c, w->id, status, "generation %llu broke while this waited: node '%.128s' (node rank %u) was lost",
-                        (unsigned long long)w->generation, lost, rank);
-        else
-            conn_replyf(c, w->id, status, "generation %llu broke while this waited",
-                        (unsigned long long)w->generation);
+        kvops_reply_stale(c, w->id, w->generation, "broke while this waited");
     } else if (status != MUSTER__STATUS__OK) {
         conn_reply(c, w->id, status, "server is shutting down", NULL);
     } else if (w->kind == KV_GET) {
@@ -144,6 +149,12 @@ static void kvops_park(struct conn *c, uint64_t id, enum kvops_kind kind, char *
 {
     int st;
     uint32_t t = core_timeout(&c->srv->core, timeout_ms);
+    /* A client following a generation (Hello.generation) waits for nothing once that generation ended. */
+    if (c->follow_gen && !rdzv_keys_member_generation(c->ns, c->rdzv, c->cred) &&
+        rdzv_generation_ended(c->ns, c->follow_gen)) {
+        kvops_reply_stale(c, id, c->follow_gen, "has ended");
+        return;
+    }
     struct waiter *w =
         at_least > 0   ? waiters_park_count(c->ns, keys[0], strlen(keys[0]), at_least, t, kvops_wait_done, c,
                                             &c->share, id, kind, &st)
@@ -160,6 +171,8 @@ static void kvops_park(struct conn *c, uint64_t id, enum kvops_kind kind, char *
     }
     /* A member's (or its worker's) wait ends when its generation breaks (waiters_fail_generation). */
     w->generation = rdzv_keys_member_generation(c->ns, c->rdzv, c->cred);
+    if (!w->generation)
+        w->generation = c->follow_gen;   /* the client's opt-in (0 = none) */
     if (conn_pending_add(c, id, kvops_wait_cancel, w) != 0) {
         waiters_cancel(w);
         conn_reply(c, id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);

@@ -116,9 +116,41 @@ static void *t_close_later(void *arg)
     return NULL;
 }
 
+/* A plain client that follows generation gen (?generation= in its URL). */
+static muster_t *t_follower(const char *ns, uint64_t gen)
+{
+    char url[512], full[600];
+    h_url(&d, ns, NULL, url, sizeof url);
+    snprintf(full, sizeof full, "%s%sgeneration=%llu", url, strchr(url, '?') ? "&" : "?", (unsigned long long)gen);
+    int err = 0;
+    muster_t *m = muster_connect(full, &err);
+    CHECK(m != NULL);
+    return m;
+}
+
+/* A follower's blocking get, timed. */
+struct t_waiter {
+    muster_t *m;
+    int rc;
+    int64_t ms;
+};
+
+/* Run one blocking get of a key that never comes. */
+static void *t_wait_main(void *arg)
+{
+    struct t_waiter *w = arg;
+    void *v = NULL;
+    size_t n = 0;
+    int64_t t0 = h_now_ms();
+    w->rc = muster_get(w->m, "never", 1, 20000, &v, &n);
+    w->ms = h_now_ms() - t0;
+    return NULL;
+}
+
 /* A member's worker blocked on a key that will never come is released when its generation breaks, at
- * once, with an error naming the lost node and its rank; a plain client's wait runs to its own
- * timeout (it belongs to no generation). */
+ * once, with an error naming the lost node and its rank; so is a plain client that opted in with
+ * ?generation=, and its later waits end at once; a plain client's wait runs to its own timeout (it
+ * belongs to no generation). */
 static void t_waits_end_with_generation(void *unused)
 {
     (void)unused;
@@ -132,7 +164,10 @@ static void t_waits_end_with_generation(void *unused)
     if (a.rc != MUSTER_OK || b.rc != MUSTER_OK)
         return;
     muster_t *worker = t_connect("wg", a.a->credential), *plain = t_connect("wg", NULL);
-    pthread_t killer;
+    muster_t *follower = t_follower("wg", a.a->generation);
+    pthread_t killer, fth;
+    struct t_waiter fw = {follower, -1, 0};
+    pthread_create(&fth, NULL, t_wait_main, &fw);
     pthread_create(&killer, NULL, t_close_later, b.m);
     void *v = NULL;
     size_t n = 0;
@@ -141,6 +176,14 @@ static void t_waits_end_with_generation(void *unused)
     CHECK(h_now_ms() - t0 < 5000);
     CHECK(strstr(muster_last_error(worker), "node 'b' (node rank 1) was lost") != NULL);
     pthread_join(killer, NULL);
+    pthread_join(fth, NULL);
+    CHECK_EQ(fw.rc, MUSTER_ESTALE);
+    CHECK(fw.ms < 5000);
+    t0 = h_now_ms();
+    CHECK_EQ(muster_wait(follower, (const char *[]){"never"}, 1, 20000), MUSTER_ESTALE);
+    CHECK(h_now_ms() - t0 < 2000);
+    CHECK(strstr(muster_last_error(follower), "has ended: node 'b' (node rank 1) was lost") != NULL);
+    muster_close(follower);
     CHECK_EQ(muster_get(plain, "never", 1, 300, &v, &n), MUSTER_ETIMEDOUT);
     muster_assignment_free(a.a);
     muster_assignment_free(b.a);

@@ -47,6 +47,7 @@ static const char *const url_bad[] = {
     "tcp://h:1?timeout=abc", "tcp://h:1?timeout=-5", "tcp://h:1?token=%zz",
     "tcp://a,",            "tcp://,a",        "tcp://a,,b",         "tcp://a:1,b:0",
     "tcp://a,[::1",        "tcp://a?failover=2", "tcp://a?failover=1&failover=0",
+    "tcp://a?generation=0", "tcp://a?generation=x", "tcp://a?generation=-1",
 };
 
 /* Parse text and compare every field with the expectation. */
@@ -196,6 +197,10 @@ static void t_multi(void *unused)
     CHECK_EQ(u.failover, 1);
     CHECK_EQ(muster_url_parse("tcp://a:1,b:2?failover=0", &u), MUSTER_OK);
     CHECK_EQ(u.failover, 0);
+    /* A generation to follow: none unless given. */
+    CHECK_EQ(u.generation, 0);
+    CHECK_EQ(muster_url_parse("tcp://a:1/job?generation=42", &u), MUSTER_OK);
+    CHECK_EQ(u.generation, 42);
 }
 
 /* At most MUSTER_URL_MAX_ENDPOINTS endpoints; errors name the bad one. */
