@@ -68,6 +68,8 @@ struct run_worker {
     pid_t pid;           /* 0 once reaped (or never started) */
     int local_rank;
     int rank;            /* global rank, for the output prefix */
+    uint64_t file_gen;   /* the generation and rank its TORCHELASTIC_ERROR_FILE names: those it was started */
+    int file_rank;       /* with, kept by a worker that stays in place across generations */
     int prefix;          /* its lines are prefixed with "[rank]: " */
     int status;          /* exit code in shell convention (128+signal) once reaped */
     int sig;             /* the signal that ended it, 0 when it exited */
@@ -144,7 +146,7 @@ void run_guard_note(char op, pid_t pgid);
  * run_proc.c). */
 void run_torch_worker_env(struct run_proc_env *e, const struct run_env *env, int local_rank);
 /* The error file of a worker of this generation. */
-void run_torch_error_path(char *buf, size_t n, const struct run_env *env, int rank);
+void run_torch_error_path(char *buf, size_t n, const struct run_env *env, uint64_t generation, int rank);
 /* --rdzv-id names the job's namespace: put it into a URL that names none (*url may then point at buf),
  * and name the run; returns 0 or an exit status. */
 int run_torch_job(const char *id, const char **url, char *buf, size_t n, muster_url *u, char *run_id, size_t idn);

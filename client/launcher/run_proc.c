@@ -505,6 +505,8 @@ int run_proc_start(struct run_workers *ws, int n, int prefix, const struct run_e
         w->local_rank = i;
         w->rank = (int)env->a->rank_start + i;
         w->fd[0] = w->fd[1] = -1;
+        w->file_gen = env->a->generation;
+        w->file_rank = w->rank;
         if (run_proc_spawn(ws, w, env, argv) < 0) {
             /* A partial node is no use to the world: report it as a failed worker. */
             w->status = 127;
@@ -542,6 +544,8 @@ int run_proc_replace(struct run_workers *ws, const struct run_env *env, char *co
         if (w->pid > 0 || w->status == 0)
             continue;
         run_proc_forget(w);
+        w->file_gen = env->a->generation;
+        w->file_rank = w->rank;
         if (run_proc_spawn(ws, w, env, argv) == 0) {
             started++;
         } else {

@@ -22,10 +22,10 @@
 /* The most of an error file that is read. */
 #define RUN_TORCH_ERROR_MAX 65536
 
-/* The error file of a worker of this generation. */
-void run_torch_error_path(char *buf, size_t n, const struct run_env *env, int rank)
+/* The error file of the worker started as rank of generation. */
+void run_torch_error_path(char *buf, size_t n, const struct run_env *env, uint64_t generation, int rank)
 {
-    snprintf(buf, n, "%s/error-g%" PRIu64 "-r%d.json", env->error_dir, env->a->generation, rank);
+    snprintf(buf, n, "%s/error-g%" PRIu64 "-r%d.json", env->error_dir, generation, rank);
 }
 
 /* Put into a worker's environment the variables torchrun sets (rank, world and store ones are put by
@@ -47,7 +47,7 @@ void run_torch_worker_env(struct run_proc_env *e, const struct run_env *env, int
         run_proc_env_put(e, "OMP_NUM_THREADS", "1", 0);
     if (env->error_dir && *env->error_dir) {
         char path[512];
-        run_torch_error_path(path, sizeof path, env, (int)rank);
+        run_torch_error_path(path, sizeof path, env, a->generation, (int)rank);
         run_proc_env_put(e, "TORCHELASTIC_ERROR_FILE", path, 1);
     }
 }
@@ -228,7 +228,8 @@ void run_torch_report(const struct run_workers *ws, const struct run_env *env)
         if (w->status == 0 || (stopped && w->status != ws->first_failure))
             continue;
         char path[512];
-        run_torch_error_path(path, sizeof path, env, w->rank);
+        /* A worker kept in place writes the file its environment named when it started. */
+        run_torch_error_path(path, sizeof path, env, w->file_gen, w->file_rank);
         run_torch_report_one(w, path);
     }
 }

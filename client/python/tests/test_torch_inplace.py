@@ -190,3 +190,52 @@ def test_plain_script_restarts_and_says_so(daemon, tmp_path):
         assert "finished" in last and last.endswith("world 2"), last
         assert f"pid {first[i]} finished" not in last, "the worker was not restarted"
 
+
+
+FAILS_AFTER_CHANGE = '''
+import os, time
+import torch, torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+import muster.torch as mt
+
+
+@record
+def main():
+    mt.init_process_group("gloo")
+    t = torch.zeros(1)
+    while True:
+        with mt.step():
+            dist.all_reduce(t)
+            print(f"[Rank {dist.get_rank()}] pid {os.getpid()} generation {mt.generation()} "
+                  f"world {dist.get_world_size()} iteration {mt.iteration() + 1}: sum 0.0 checksum 0.0", flush=True)
+        if mt.generation() > 1 and dist.get_rank() == 0:
+            raise RuntimeError("failed after the world changed")
+        time.sleep(0.1)
+
+
+main()
+'''
+
+
+def test_kept_worker_error_file(daemon, tmp_path):
+    # A worker kept in place across a world change writes the error file its environment named when it
+    # started (generation 1); the launcher's failure report must show that file, not the current one.
+    script = tmp_path / "fails_after_change.py"
+    script.write_text(FAILS_AFTER_CHANGE)
+    url = daemon.url()
+    nodes = [Node(url, i, tmp_path, "2:3", script=str(script)) for i in range(3)]
+    end = time.monotonic() + START_S
+    while not all(x.reached(3) for x in nodes):
+        assert time.monotonic() < end, "the job did not start:\n" + "\n".join(x.err.read_text() for x in nodes)
+        time.sleep(0.1)
+    nodes[1].kill()
+    end = time.monotonic() + END_S
+    while "error_file:" not in nodes[0].err.read_text():
+        assert time.monotonic() < end, nodes[0].err.read_text()
+        time.sleep(0.2)
+    err = nodes[0].err.read_text()
+    report = err.split("error_file:", 1)[1]
+    assert report.split("\n", 1)[0].strip().endswith("error-g1-r0.json"), err
+    assert "failed after the world changed" in report, err
+    for x in nodes:
+        x.wait(1)
