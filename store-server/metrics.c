@@ -68,7 +68,8 @@ static int metrics_is_gauge(int id)
 {
     const char *name = stats_name(id);
     size_t n = strlen(name);
-    return id == STAT_NAMESPACES || id == STAT_RDZV_PARKED_JOINS || id == STAT_NS_SWEEP_SLICE_US || (n > 8 && strcmp(name + n - 8, "_current") == 0);
+    return id == STAT_NAMESPACES || id == STAT_RDZV_PARKED_JOINS || id == STAT_NS_SWEEP_SLICE_US ||
+           (n > 8 && strcmp(name + n - 8, "_current") == 0) || (n > 5 && strcmp(name + n - 5, "_last") == 0);
 }
 
 /* Append every fixed counter: gauges and totals by name, limit_* as one family by reason. */

@@ -95,6 +95,15 @@ static uint64_t core_event_wall_ms(void *ctx)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Monotonic microseconds. */
+static uint64_t core_event_mono_us(void *ctx)
+{
+    (void)ctx;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 /* One line to log.c. */
 static void core_event_log(void *ctx, int level, const char *line)
 {
@@ -114,6 +123,7 @@ void core_event_hooks(struct event_base *base, struct core_hooks *hooks)
         .timer_pending = core_event_pending,
         .timer_free = core_event_free,
         .wall_ms = core_event_wall_ms,
+        .mono_us = core_event_mono_us,
         .log = core_event_log,
     };
 }

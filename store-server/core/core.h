@@ -39,6 +39,8 @@ struct core_hooks {
     void (*timer_free)(struct core_timer *t);
     /* Wall-clock milliseconds (timeline events). */
     uint64_t (*wall_ms)(void *ctx);
+    /* Monotonic microseconds (what the state's own work takes, for the counters). */
+    uint64_t (*mono_us)(void *ctx);
     /* Write one line at level. */
     void (*log)(void *ctx, int level, const char *line);
 };

@@ -181,6 +181,7 @@ void rdzv_event(struct rdzv *rz, enum rdzv_event_kind kind, uint64_t gen, const 
 void rdzv_break(struct rdzv *rz, const char *id, const char *why)
 {
     rz->running = 0;
+    rz->broke_us = rdzv_core(rz)->hooks.mono_us(rdzv_core(rz)->hooks.ctx);
     rz->failures++;
     stats_inc(rdzv_core(rz)->stats, STAT_RDZV_FAILURES);
     rdzv_event(rz, RDZV_EV_FAILED, rz->generation, id, strlen(id), why);

@@ -78,6 +78,7 @@ struct rdzv {
     uint32_t gen_min, gen_max, gen_last_call; /* the bounds that generation formed under */
     struct rdzv_set members;   /* that generation's members */
     size_t live_members;       /* of them, those not lost (a member that joins a round again is lost) */
+    uint64_t broke_us;         /* when it broke (monotonic), for the recovery's timings */
     size_t round_members;      /* joiners of the open round that are members of that generation */
     int running;               /* the latest generation is running (not broken) */
     int completed;             /* every member of the latest generation left finished */

@@ -159,6 +159,20 @@ static void rdzv_recover_fail(struct rdzv *rz, int status, const char *msg)
     rdzv_round_check(rz);
 }
 
+/* Keep the daemon's own timings of the recovery that formed at t0 (monotonic us) and was answered by t1:
+ * from the break to the formation (detection to agreement: mostly the survivors' way back), and the
+ * time musterd took to form it and answer every node (its share). */
+static void rdzv_recover_timed(struct rdzv *rz, uint64_t t0, uint64_t t1)
+{
+    struct stats *st = rdzv_core(rz)->stats;
+    st->c[STAT_RDZV_AGREE_US] = t0 >= rz->broke_us ? t0 - rz->broke_us : 0;
+    st->c[STAT_RDZV_ANSWER_US] = t1 - t0;
+    core_log(rdzv_core(rz), CORE_LOG_INFO,
+             "ns '%s': generation %" PRIu64 " agreed %.1f ms after the break; forming and answering its %zu "
+             "nodes took %.1f ms", rz->ns->name, rz->generation, st->c[STAT_RDZV_AGREE_US] / 1000.0,
+             rz->members.n, (t1 - t0) / 1000.0);
+}
+
 /* Close the recovery round (at_deadline: whoever has not joined is excluded) and form the next
  * generation, or wait for the deadline when it would be below min_nodes. */
 static void rdzv_recover_close(struct rdzv *rz, int at_deadline)
@@ -204,7 +218,10 @@ static void rdzv_recover_close(struct rdzv *rz, int at_deadline)
     for (size_t i = 0; rz->gone_gen == prev && i < rz->n_gone; i++)
         rdzv_event(rz, RDZV_EV_EXCLUDED, prev, rz->gone[i].id, strlen(rz->gone[i].id), rz->gone[i].cause);
     rz->rec_open = 0;
+    const struct core_hooks *h = &rdzv_core(rz)->hooks;
+    uint64_t t0 = h->mono_us(h->ctx);
     rdzv_form(rz, &next, 1, prev);
+    rdzv_recover_timed(rz, t0, h->mono_us(h->ctx));
     rdzv_round_check(rz);
 }
 

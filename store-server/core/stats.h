@@ -80,6 +80,8 @@
     X(RDZV_REPORTS, "rdzv_reports")                       \
     X(RDZV_BAD_REPORTS, "rdzv_bad_reports")               \
     X(RDZV_REPORTS_HELD, "rdzv_reports_held")             \
+    X(RDZV_AGREE_US, "rdzv_recovery_agree_us_last")       \
+    X(RDZV_ANSWER_US, "rdzv_recovery_answer_us_last")     \
     X(RDZV_DUPLICATE_IDS, "rdzv_duplicate_ids")           \
     X(RDZV_LIMIT_STANDBYS, "rdzv_limit_standbys")         \
     X(RDZV_STANDBYS_ADMITTED, "rdzv_standbys_admitted")   \

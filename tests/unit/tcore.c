@@ -83,6 +83,13 @@ uint64_t t_wall_ms(void *ctx)
     return 1700000000000ull + t_loop.now;
 }
 
+/* The fake monotonic clock in microseconds. */
+uint64_t t_mono_us(void *ctx)
+{
+    (void)ctx;
+    return t_loop.now * 1000;
+}
+
 /* Lines the core logged. */
 static int t_log_lines;
 
@@ -103,6 +110,7 @@ static const struct core_hooks t_hooks = {
     .timer_pending = t_timer_pending,
     .timer_free = t_timer_free,
     .wall_ms = t_wall_ms,
+    .mono_us = t_mono_us,
     .log = t_log,
 };
 

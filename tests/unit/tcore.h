@@ -55,6 +55,8 @@ int t_timer_pending(const struct core_timer *t);
 void t_timer_free(struct core_timer *t);
 /* The fake wall clock follows the fake monotonic one. */
 uint64_t t_wall_ms(void *ctx);
+/* The fake monotonic clock in microseconds. */
+uint64_t t_mono_us(void *ctx);
 /* Count a log line. */
 void t_log(void *ctx, int level, const char *line);
 /* End the loop turn: run deferred calls (the callback frees or re-arms, as with the real loop). */

@@ -457,6 +457,25 @@ static void t_report_heartbeat(void *unused)
     t_world_fini(&w);
 }
 
+/* musterd's own timings of a recovery: from the break to the formation, and forming plus answering. */
+static void t_recovery_timed(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[3] = {{0}};
+    t_world_init(&w, 0);
+    t_gen(&w, v, 3);
+    t_kill(&v[1]);
+    t_advance(30);
+    int rec[] = {0, 2};
+    t_recover_all(&w, v, rec, 2);
+    CHECK_EQ(v[0].a.generation, 2);
+    CHECK_EQ(w.stats.c[STAT_RDZV_AGREE_US], 30000);
+    CHECK_EQ(w.stats.c[STAT_RDZV_ANSWER_US], 0); /* the fake clock stands still within a turn */
+    t_close_all(v, 3);
+    t_world_fini(&w);
+}
+
 /* Restarts: a plain round that re-forms a broken generation closes as soon as every live member is back,
  * without the last call; a newcomer among them (a replacement, a scale-up) gets the last call. */
 static void t_restart_all_back(void *unused)
@@ -667,6 +686,7 @@ int main(void)
     H_RUN(t_report_votes, NULL);
     H_RUN(t_report_heartbeat, NULL);
     H_RUN(t_restart_all_back, NULL);
+    H_RUN(t_recovery_timed, NULL);
     H_RUN(t_timeout_names_missing, NULL);
     H_RUN(t_views, NULL);
     H_RUN(t_timeline_ring, NULL);
