@@ -81,16 +81,23 @@ void tcpstore_close(struct ts_conn *c, const char *why)
     conn_life_close(&c->life, why);
 }
 
+/* Count stat and log why (fmt, ap) with how c is being closed; the message into msg (n bytes). */
+static void tcpstore_note(struct ts_conn *c, enum stat_id stat, const char *how, char *msg, size_t n, const char *fmt,
+                          va_list ap)
+{
+    vsnprintf(msg, n, fmt, ap);
+    stats_inc(&c->ts->srv->stats, stat);
+    log_msg(LOG_INFO, "tcpstore conn %llu %s: %s: %s", (unsigned long long)c->life.id, tcpstore_peer(c), how, msg);
+}
+
 /* Count stat, log why at info level and close c (TCPStore has no error reply). */
 void tcpstore_fail(struct ts_conn *c, enum stat_id stat, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    tcpstore_note(c, stat, "closing", msg, sizeof msg, fmt, ap);
     va_end(ap);
-    stats_inc(&c->ts->srv->stats, stat);
-    log_msg(LOG_INFO, "tcpstore conn %llu %s: closing: %s", (unsigned long long)c->life.id, tcpstore_peer(c), msg);
     tcpstore_close(c, msg);
 }
 
@@ -102,11 +109,8 @@ void tcpstore_decline(struct ts_conn *c, enum stat_id stat, const char *fmt, ...
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    tcpstore_note(c, stat, "closing after its replies", msg, sizeof msg, fmt, ap);
     va_end(ap);
-    stats_inc(&c->ts->srv->stats, stat);
-    log_msg(LOG_INFO, "tcpstore conn %llu %s: closing after its replies: %s", (unsigned long long)c->life.id,
-            tcpstore_peer(c), msg);
     tcpstore_finish(c);
 }
 
