@@ -40,17 +40,6 @@ static int world_env(const char *name, long long fallback, long long *out)
     return errno || *end || *out < 0 ? -1 : 0;
 }
 
-/* The generation in a value of len bytes (0 when it is not a number). */
-static uint64_t world_parse_gen(const void *v, size_t len)
-{
-    char text[24];
-    if (!v || len == 0 || len >= sizeof text)
-        return 0;
-    memcpy(text, v, len);
-    text[len] = '\0';
-    return strtoull(text, NULL, 10);
-}
-
 /* Read the generation key once and feed it; a muster status (ENOTFOUND: no generation yet is fine). */
 static int world_read_generation(muster_world *w)
 {
@@ -58,7 +47,7 @@ static int world_read_generation(muster_world *w)
     size_t n = 0;
     int rc = muster_get(w->m, KEYS_RDZV_GENERATION, 0, 0, &v, &n);
     if (rc == MUSTER_OK)
-        wsm_generation(&w->sm, deadline_now(), world_parse_gen(v, n));
+        wsm_generation(&w->sm, deadline_now(), (uint64_t)keys_value_decimal(v, n));
     muster_free(v);
     return rc == MUSTER_ENOTFOUND ? MUSTER_OK : rc;
 }
@@ -74,7 +63,7 @@ static int world_watch(muster_world *w)
 static int world_event(muster_world *w, const muster_event *ev)
 {
     if (ev->kind == MUSTER_EVENT_SET && ev->key && strcmp(ev->key, KEYS_RDZV_GENERATION) == 0)
-        wsm_generation(&w->sm, deadline_now(), world_parse_gen(ev->value, ev->value_len));
+        wsm_generation(&w->sm, deadline_now(), (uint64_t)keys_value_decimal(ev->value, ev->value_len));
     else if (ev->kind == MUSTER_EVENT_WATCH_ENDED)
         return world_watch(w);
     return MUSTER_OK;

@@ -157,6 +157,18 @@ static inline int keys_nccl_id_generation(const char *key, size_t klen, uint64_t
     return 1;
 }
 
+/* The number a counter key holds as decimal text (the generation key, a done count): value is len bytes,
+ * not NUL-terminated; 0 when it holds no number. */
+static inline int64_t keys_value_decimal(const void *value, size_t len)
+{
+    char text[24];
+    if (!value || len == 0 || len >= sizeof text)
+        return 0;
+    memcpy(text, value, len);
+    text[len] = '\0';
+    return strtoll(text, NULL, 10);
+}
+
 /* Write the done key of a `muster run` generation into buf; snprintf's result. */
 static inline int keys_run_done(char *buf, size_t n, uint64_t generation)
 {

@@ -106,17 +106,6 @@ void run_effects_server(const struct run_server *s)
 
 /* ---------------------------------------------------------------- input */
 
-/* The int64 held as decimal text in a value (not NUL-terminated); 0 when it is not one. */
-static int64_t run_effects_decimal(const void *value, size_t len)
-{
-    char buf[24];
-    if (!value || len == 0 || len >= sizeof buf)
-        return 0;
-    memcpy(buf, value, len);
-    buf[len] = '\0';
-    return strtoll(buf, NULL, 10);
-}
-
 /* Feed an event that carries nothing but its kind. */
 static void run_effects_tell(struct run_ctx *c, enum run_ev_kind kind)
 {
@@ -158,7 +147,7 @@ static void run_effects_on_event(struct run_ctx *c, const muster_event *e)
         if (!c->done_watch || e->watch_id != c->done_watch)
             break;
         ev.kind = RUN_EV_DONE_COUNT;
-        ev.count = run_effects_decimal(e->value, e->value_len);
+        ev.count = keys_value_decimal(e->value, e->value_len);
         run_effects_feed(c, &ev, NULL);
         break;
     case MUSTER_EVENT_SHUTDOWN:
