@@ -318,6 +318,13 @@ def recover(timeout=None):
         _S.recovering = True
     _stop_watcher()
     _clear_interrupt()
+    # Called from an except block (step's, or a custom loop's): the failed step's frames hold its work
+    # objects, and a gloo work holds the group's connections.  While they live, destroying the group
+    # closes nothing, and a peer blocked in the same collective (no neighbour of the dead rank) waits
+    # out gloo's op timeout.
+    failed = sys.exc_info()[2]
+    if failed is not None:
+        traceback.clear_frames(failed)
     _deadline(_drain, _S.abort_timeout, "the old world's teardown")
     ms = int((timeout if timeout is not None else _S.timeout.total_seconds()) * 1000)
     try:
@@ -348,10 +355,6 @@ def step():
     except BaseException as e:  # noqa: B902 (WorldChanged is raised asynchronously)
         if not _recoverable(e):
             raise
-        # The failed step's frames hold its work objects, and a gloo work holds the group's
-        # connections: while they live, destroying the group closes nothing, and a peer blocked in
-        # the same collective (no neighbour of the dead rank) waits out gloo's op timeout.
-        traceback.clear_frames(e.__traceback__)
         end = time.monotonic() + _S.change_timeout
         while True:
             try:
