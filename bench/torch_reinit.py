@@ -18,6 +18,7 @@ import os
 import sys
 import time
 
+# Spelled here rather than imported from muster.torch: this peer must run without muster.
 GUARD_ENV = {
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0",
     "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "100",

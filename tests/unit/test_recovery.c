@@ -511,6 +511,34 @@ static void t_restart_all_back(void *unused)
     t_world_fini(&w);
 }
 
+/* The other orders: survivors join again before the loss is known (the first join breaks the
+ * generation), and the round closes, with no time passing, when the lost node goes; or the lost node
+ * goes between two of them. */
+static void t_restart_all_back_orders(void *unused)
+{
+    (void)unused;
+    for (int order = 0; order < 2; order++) {
+        struct t_world w;
+        struct t_node v[3] = {{0}};
+        t_world_init(&w, 0);
+        uint64_t g = t_gen(&w, v, 3);
+        t_last_call = 1000;
+        CHECK_EQ(t_rjoin(&w, &v[0], "n0", 1, 3, T_PLAIN), MUSTER__STATUS__OK);
+        if (order == 1)
+            t_kill(&v[2]);
+        CHECK_EQ(t_rjoin(&w, &v[1], "n1", 1, 3, T_PLAIN), MUSTER__STATUS__OK);
+        CHECK_EQ(v[0].replies, order == 1 ? 2 : 1);
+        if (order == 0)
+            t_kill(&v[2]);
+        CHECK_EQ(v[0].replies, 2);
+        CHECK_EQ(v[1].a.generation, g + 1);
+        CHECK_EQ(v[1].a.world_size, 4);
+        t_last_call = 60000;
+        t_close_all(v, 3);
+        t_world_fini(&w);
+    }
+}
+
 /* A join that times out says who joined and which members of the last generation did not come back,
  * with when each was last seen. */
 static void t_timeout_names_missing(void *unused)
@@ -686,6 +714,7 @@ int main(void)
     H_RUN(t_report_votes, NULL);
     H_RUN(t_report_heartbeat, NULL);
     H_RUN(t_restart_all_back, NULL);
+    H_RUN(t_restart_all_back_orders, NULL);
     H_RUN(t_recovery_timed, NULL);
     H_RUN(t_timeout_names_missing, NULL);
     H_RUN(t_views, NULL);
