@@ -4,10 +4,10 @@
  * likes; so each answer is kept, by its URI, for --http-cache and sent
  * again from the one copy: every GET within that time costs a lookup.
  *
- * An answer is a reference-counted block.  The cache holds one reference
- * and each reply being sent holds one (evbuffer_add_reference, so the
- * bytes are never copied into the connection's buffer); the block is
- * freed when the last goes.  Its bytes count in buffer_bytes_current
+ * An answer is a shared block (io/shared_bytes.c).  The cache holds one
+ * reference and each reply being sent holds one, so the bytes are never
+ * copied into the connection's buffer; the block is freed when the last
+ * goes.  Its bytes count in buffer_bytes_current
  * (and http_buffer_bytes_current) while it lives, against the same
  * --max-buffer-memory as the connections' buffers: a GET whose new
  * answer would pass it is answered 503 and counted, so clients that
@@ -24,23 +24,17 @@
 #include "clock.h"
 #include "jobs_index.h"
 #include "server.h"
+#include "shared_bytes.h"
 
 /* Distinct answers kept at once (URIs beyond it replace the oldest). */
 #define HTTP_CACHE_SLOTS 32
-
-/* One rendered answer, shared by the cache and the replies sending it. */
-struct http_body {
-    struct server *srv;
-    size_t refs, len;
-    char data[];
-};
 
 /* One kept answer: its URI, when it was rendered, its type and bytes. */
 struct http_slot {
     char *key;
     uint64_t at_ms;
     const char *type;
-    struct http_body *body;
+    struct shared_bytes *body;
 };
 
 struct http_cache {
@@ -48,41 +42,13 @@ struct http_cache {
     struct jobs_index *ix;
 };
 
-/* Add n (or take it, when neg) to the buffered-bytes counters. */
-static void http_count(struct server *srv, size_t n, int neg)
-{
-    uint64_t d = neg ? -(uint64_t)n : (uint64_t)n;
-    srv->stats.c[STAT_BUFFER_BYTES] += d;
-    srv->stats.c[STAT_HTTP_BUFFER_BYTES] += d;
-}
-
-/* Drop one reference to b, freeing it (and uncounting its bytes) with the last. */
-static void http_body_unref(struct http_body *b)
-{
-    if (--b->refs > 0)
-        return;
-    http_count(b->srv, b->len, 1);
-    free(b);
-}
-
-/* evbuffer's cleanup of a reply's reference: the reply no longer needs the bytes. */
-static void http_body_sent(const void *data, size_t len, void *arg)
-{
-    (void)data;
-    (void)len;
-    http_body_unref(arg);
-}
-
 /* Move what b holds into a new counted body (one reference); NULL when memory ran out. */
-static struct http_body *http_body_new(struct server *srv, struct evbuffer *b)
+static struct shared_bytes *http_body_new(struct server *srv, struct evbuffer *b)
 {
     size_t len = evbuffer_get_length(b);
-    struct http_body *body = malloc(sizeof *body + len);
-    if (!body)
-        return NULL;
-    *body = (struct http_body){srv, 1, len};
-    evbuffer_remove(b, body->data, len);
-    http_count(srv, len, 0);
+    struct shared_bytes *body = shared_bytes_new(srv, len, STAT_HTTP_BUFFER_BYTES);
+    if (body)
+        evbuffer_remove(b, shared_bytes_data(body), len);
     return body;
 }
 
@@ -90,7 +56,7 @@ static struct http_body *http_body_new(struct server *srv, struct evbuffer *b)
 static void http_slot_clear(struct http_slot *s)
 {
     if (s->body)
-        http_body_unref(s->body);
+        shared_bytes_unref(s->body);
     free(s->key);
     *s = (struct http_slot){0};
 }
@@ -136,12 +102,10 @@ void http_send_text(struct evhttp_request *req, int code, const char *reason, co
 }
 
 /* Send body's bytes by reference (the reply holds one reference until they are written or dropped). */
-static void http_send_body(struct evhttp_request *req, const char *type, struct http_body *body)
+static void http_send_body(struct evhttp_request *req, const char *type, struct shared_bytes *body)
 {
     struct evbuffer *b = evbuffer_new();
-    body->refs++;
-    if (!b || evbuffer_add_reference(b, body->data, body->len, http_body_sent, body) != 0) {
-        http_body_unref(body);
+    if (!b || shared_bytes_send(body, b, NULL) != 0) {
         if (b)
             evbuffer_free(b);
         evhttp_send_error(req, 500, "out of memory");
@@ -174,7 +138,7 @@ static struct http_slot *http_slot_for(struct http_cache *c, const char *key, ui
 }
 
 /* Render fn's answer into a new counted body; NULL with *code 404, 503 (over the budget) or 500. */
-static struct http_body *http_render(struct server *srv, http_render_fn fn, void *arg, int *code)
+static struct shared_bytes *http_render(struct server *srv, http_render_fn fn, void *arg, int *code)
 {
     uint64_t max = srv->opt.max_buffer_memory;
     *code = 503;
@@ -184,7 +148,7 @@ static struct http_body *http_render(struct server *srv, http_render_fn fn, void
     *code = 500;
     if (!b)
         return NULL;
-    struct http_body *body = NULL;
+    struct shared_bytes *body = NULL;
     if (fn(srv, arg, b) != 0)
         *code = 404;
     else if (max && srv->stats.c[STAT_BUFFER_BYTES] + evbuffer_get_length(b) > max)
@@ -223,17 +187,16 @@ void http_cache_serve(struct server *srv, struct http_cache *c, struct evhttp_re
         http_send_body(req, s->type, s->body);
         return;
     }
-    struct http_body *body = http_render(srv, fn, arg, &code);
+    struct shared_bytes *body = http_render(srv, fn, arg, &code);
     if (!body) {
         http_render_failed(srv, req, code);
         return;
     }
     if (s && (s->key = strdup(key))) {
-        *s = (struct http_slot){s->key, clock_now_ms(), type, body};
-        body->refs++;
+        *s = (struct http_slot){s->key, clock_now_ms(), type, shared_bytes_ref(body)};
     }
     http_send_body(req, type, body);
-    http_body_unref(body);
+    shared_bytes_unref(body);
 }
 
 /* The jobs' report order, taken again once it is older than --http-cache; NULL when memory ran out. */

@@ -288,66 +288,6 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *nodes, uint64_t pre
     return world;
 }
 
-/* The members of the latest generation as the answer and the joins' replies list them, built once per
- * generation (NULL when memory ran out). */
-static struct answer_member *rdzv_member_list(const struct rdzv *rz)
-{
-    size_t n = rz->members.n;
-    struct answer_member *mv = calloc(n ? n : 1, sizeof *mv);
-    for (size_t i = 0; mv && i < n; i++) {
-        const struct rdzv_node *m = rz->members.v[i];
-        mv[i] = (struct answer_member){m->id, m->node_rank, m->rank_start, m->lws, m->old_rank};
-    }
-    return mv;
-}
-
-/* The excluded members a recovery of prev lists (NULL with *n 0 when none). */
-static struct rdzv_excluded *rdzv_excluded_list(const struct rdzv *rz, uint64_t prev, size_t *n)
-{
-    *n = 0;
-    if (!prev || rz->gone_gen != prev || rz->n_gone == 0)
-        return NULL;
-    struct rdzv_excluded *ev = calloc(rz->n_gone, sizeof *ev);
-    for (size_t i = 0; ev && i < rz->n_gone; i++)
-        ev[i] = (struct rdzv_excluded){rz->gone[i].id, rz->gone[i].old_rank, rz->gone[i].cause, rz->gone[i].broke};
-    *n = ev ? rz->n_gone : 0;
-    return ev;
-}
-
-/* Answer each member of the new generation with its assignment (members share one list).
- * Only joins that asked (want_members) get the whole list: sent to all, a round of n
- * nodes would cost O(n^2) bytes, some GB at 16k nodes.  A recovery's excluded list goes to all. */
-static void rdzv_answer(struct rdzv *rz, uint32_t world, uint64_t prev, const struct answer_member *mv)
-{
-    size_t n = rz->members.n, nx = 0;
-    struct rdzv_excluded *xv = rdzv_excluded_list(rz, prev, &nx);
-    for (size_t i = 0; i < n; i++) {
-        struct rdzv_node *m = rz->members.v[i];
-        if (!mv) {
-            rdzv_reply(m, m->join_id, CORE_INTERNAL, "out of memory", NULL);
-            continue;
-        }
-        struct rdzv_assignment a = {
-            .generation = rz->generation,
-            .node_rank = m->node_rank,
-            .num_nodes = (uint32_t)n,
-            .rank_start = m->rank_start,
-            .local_world_size = m->lws,
-            .world_size = world,
-            .node_id = m->id,
-            .n_members = m->want_members ? n : 0,
-            .members = m->want_members ? mv : NULL,
-            .previous_generation = prev,
-            .old_node_rank = m->old_rank,
-            .n_excluded = nx,
-            .excluded = xv,
-            .credential = m->cred,
-        };
-        rdzv_reply(m, m->join_id, CORE_OK, NULL, &a);
-    }
-    free(xv);
-}
-
 /* A node of a set being formed, with its place in the set (rdzv_form_unique sorts these). */
 struct rdzv_place {
     struct rdzv_node *n;
@@ -425,12 +365,12 @@ void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t
     }
     /* The answer, then the generation key, then the joins' replies: whoever sees the generation
      * (a watch, a get) can read its answer, and a member answered reads both. */
-    struct answer_member *mv = rdzv_member_list(rz);
+    struct answer_member *mv = rdzv_answer_members(rz);
     rdzv_answer_publish(rz, world, prev, mv);
     char gen[24];
     snprintf(gen, sizeof gen, "%" PRIu64, rz->generation);
     rdzv_publish(rz, KEYS_RDZV_GENERATION, gen);
-    rdzv_answer(rz, world, prev, mv);
+    rdzv_answer_joins(rz, world, prev, mv);
     free(mv);
 }
 

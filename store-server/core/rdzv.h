@@ -123,6 +123,13 @@ struct rdzv_excluded {
 };
 
 /* A join's answer: the node's place in the new generation (members only when the join asked). */
+/* What the answers of one formation share (the member list, packed once), made by the owner on the first
+ * answer that needs it and released by the core after the last answer. */
+struct rdzv_shared {
+    void *p;
+    void (*release)(void *p);
+};
+
 struct rdzv_assignment {
     uint64_t generation;
     uint32_t node_rank, num_nodes, rank_start, local_world_size, world_size;
@@ -135,6 +142,7 @@ struct rdzv_assignment {
     size_t n_excluded;            /* recovery: its members left out */
     const struct rdzv_excluded *excluded;
     const char *credential;       /* the node's credential, for the workers its launcher starts */
+    struct rdzv_shared *shared;   /* the formation's slot for what its answers share */
 };
 
 /* What a join asks for (the wire's RdzvJoinReq; rdzv_join clamps timeout_ms with core_timeout). */

@@ -150,6 +150,11 @@ void rdzv_keys_forget(struct rdzv_node *n);
 /* Store the latest generation's world-change answer before its generation key (rdzv_answer.c); mv: its
  * members as rdzv_form listed them (NULL when memory ran out). */
 void rdzv_answer_publish(struct rdzv *rz, uint32_t world, uint64_t prev, const struct answer_member *mv);
+/* The members of the latest generation as the answer and the joins' replies list them, built once per
+ * generation (NULL when memory ran out). */
+struct answer_member *rdzv_answer_members(const struct rdzv *rz);
+/* Answer each member of the new generation with its assignment (members share mv; NULL: out of memory). */
+void rdzv_answer_joins(struct rdzv *rz, uint32_t world, uint64_t prev, const struct answer_member *mv);
 
 /* Recovery rounds, losses, standbys and reports (rdzv_recover.c). */
 /* Join the latest generation's recovery round for n; a core status with msg filled when not parked. */

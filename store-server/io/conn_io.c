@@ -42,6 +42,7 @@
 #include "log.h"
 #include "persist.h"
 #include "server.h"
+#include "shared_bytes.h"
 #include "tls.h"
 
 /* Bytes read per wakeup: well above a typical request batch, still fair to other connections. */
@@ -75,10 +76,13 @@ static void conn_io_over_budget(struct server *srv)
     }
 }
 
-/* Bring io's share of the server's buffer total up to date (nothing once it is stopped). */
+/* Bring io's share of the server's buffer total up to date (nothing once it is stopped); bytes its output
+ * holds by reference are counted once, with their block (shared_bytes.c). */
 static void conn_io_account(struct conn_io *io)
 {
-    size_t now = io->dead ? 0 : evbuffer_get_length(io->in) + evbuffer_get_length(io->out);
+    size_t out = io->dead ? 0 : evbuffer_get_length(io->out);
+    size_t shared = io->tally ? io->tally->bytes : 0;
+    size_t now = io->dead ? 0 : evbuffer_get_length(io->in) + (out > shared ? out - shared : 0);
     if (now == io->counted)
         return;
     struct server *srv = io->srv;
@@ -291,6 +295,7 @@ void conn_io_free(struct conn_io *io)
     io->dead = 1;
     if (io->srv)
         conn_io_account(io);
+    shared_tally_unref(io->tally);   /* its buffers may outlive io: they hold their own references */
     if (io->cev)
         event_free(io->cev);
     if (io->bev) {
@@ -300,6 +305,14 @@ void conn_io_free(struct conn_io *io)
     }
     if (io->srv)
         server_conn_gone(io->srv);
+}
+
+/* The tally of what io's output holds by reference, made on first use. */
+struct shared_tally *conn_io_tally(struct conn_io *io)
+{
+    if (!io->tally)
+        io->tally = shared_tally_new();
+    return io->tally;
 }
 
 /* Free a plain connection's events and buffers and close its socket. */

@@ -43,10 +43,13 @@ struct conn_io {
     size_t want;               /* bytes the input must hold before the next frame can be handled */
     size_t ahead;              /* input read ahead of that frame before reading waits (0: the default) */
     struct persist_hold hold;  /* replies waiting for the log to be durable (persist.c) */
+    struct shared_tally *tally; /* bytes out holds by reference, counted once elsewhere (NULL: none yet) */
 };
 
 /* Set up io around fd (tls: through OpenSSL) with the owner's ops; 0, or -1 with fd closed and nothing to free. */
 int conn_io_open(struct conn_io *io, struct server *srv, int fd, int tls, const struct conn_io_ops *ops);
+/* The tally of the shared bytes io's output holds by reference (made on first use); NULL when memory ran out. */
+struct shared_tally *conn_io_tally(struct conn_io *io);
 /* Release io and close its socket. */
 void conn_io_free(struct conn_io *io);
 /* Start reading and writing (after accept). */

@@ -42,6 +42,7 @@
 #include "persist.h"
 #include "op_rdzv.h"
 #include "server.h"
+#include "shared_bytes.h"
 #include "source.h"
 #include "tls.h"
 #include "op_watch.h"
@@ -73,6 +74,27 @@ static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t 
     protobuf_c_message_pack(&f->base, (uint8_t *)v.iov_base + FRAME_HDR);
     v.iov_len = FRAME_HDR + body;
     evbuffer_commit_space(out, &v, 1);
+    stats_inc(&c->srv->stats, STAT_FRAMES_OUT);
+    stats_add(&c->srv->stats, STAT_BYTES_OUT, FRAME_HDR + body);
+    conn_life_sent(&c->life, out);
+    return 0;
+}
+
+/* Send one ServerFrame whose body is head's bytes then tail's, the tail by reference (shared_bytes.c): the
+ * caller composed head around it (pbuf_put_len_key); 0 on success. */
+int conn_send_spliced(struct conn *c, const uint8_t *head, size_t hlen, struct shared_bytes *tail)
+{
+    if (!conn_live(c))
+        return -1;
+    size_t body = hlen + shared_bytes_len(tail);
+    struct evbuffer *out = persist_output(c->srv, &c->life.io.hold, c->life.io.bev);
+    uint8_t hdr[FRAME_HDR];
+    frame_put_len(hdr, (uint32_t)body);
+    if (body > UINT32_MAX || evbuffer_expand(out, FRAME_HDR + hlen) != 0 || evbuffer_add(out, hdr, sizeof hdr) != 0 ||
+        evbuffer_add(out, head, hlen) != 0 || shared_bytes_send(tail, out, conn_io_tally(&c->life.io)) != 0) {
+        conn_close(c, "cannot buffer output");
+        return -1;
+    }
     stats_inc(&c->srv->stats, STAT_FRAMES_OUT);
     stats_add(&c->srv->stats, STAT_BYTES_OUT, FRAME_HDR + body);
     conn_life_sent(&c->life, out);

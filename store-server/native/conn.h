@@ -18,6 +18,7 @@ struct ns;
 struct event;
 struct rdzv_node;
 struct source;
+struct shared_bytes;
 
 /* A request id parked on this connection (a blocking op); cancel frees its owner silently at close. */
 struct conn_pending {
@@ -52,6 +53,8 @@ const char *conn_peer(struct conn *c);
 void conn_accept(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen);
 /* As conn_accept, for a socket of a TLS listener (the handshake runs before the first frame). */
 void conn_accept_tls(struct server *srv, int fd, const struct sockaddr *sa, socklen_t salen);
+/* Send one ServerFrame whose body is head's bytes then tail's, the tail by reference; 0 on success. */
+int conn_send_spliced(struct conn *c, const uint8_t *head, size_t hlen, struct shared_bytes *tail);
 /* Pack one ServerFrame into the output buffer; 0 on success. */
 int conn_send(struct conn *c, const Muster__ServerFrame *f);
 /* Send Response{id, status, msg, result}; result (any *Res message, or NULL) picks the oneof case. */

@@ -14,6 +14,8 @@
 #include "core.h"
 #include "rdzv.h"
 #include "server.h"
+#include "shared_bytes.h"
+#include "pbuf.h"
 
 _Static_assert((int)RDZV_MEMBER_LOST == (int)MUSTER__MEMBERSHIP_EVENT__KIND__MEMBER_LOST, "wire kind");
 _Static_assert((int)RDZV_NODE_WAITING == (int)MUSTER__MEMBERSHIP_EVENT__KIND__NODE_WAITING, "wire kind");
@@ -36,18 +38,15 @@ static void op_rdzv_unpark(void *owner, uint64_t id)
     conn_pending_remove(owner, id);
 }
 
-/* Send a join's assignment: RdzvJoinRes with the member list when the join asked for it. */
-static void op_rdzv_assignment(struct conn *c, uint64_t id, const struct rdzv_assignment *as)
+/* Pack the formation's members once, as Assignment.members entries (key, length, Member), into a shared
+ * block every answer that asked for them sends by reference; NULL when memory ran out. */
+static struct shared_bytes *op_rdzv_members_pack(struct server *srv, const struct rdzv_assignment *as)
 {
-    size_t n = as->n_members;
-    Muster__Member *mv = calloc(n ? n : 1, sizeof *mv);
-    Muster__Member **mp = calloc(n ? n : 1, sizeof *mp);
-    if (!mv || !mp) {
-        free(mv);
-        free(mp);
-        conn_reply(c, id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);
-        return;
-    }
+    const ProtobufCMessageDescriptor *ad = &muster__assignment__descriptor;
+    size_t n = as->n_members, total = 0;
+    Muster__Member *mv = calloc(n, sizeof *mv);
+    if (!mv)
+        return NULL;
     for (size_t i = 0; i < n; i++) {
         muster__member__init(&mv[i]);
         mv[i].node_id = (char *)as->members[i].id;
@@ -55,14 +54,73 @@ static void op_rdzv_assignment(struct conn *c, uint64_t id, const struct rdzv_as
         mv[i].rank_start = as->members[i].rank_start;
         mv[i].local_world_size = as->members[i].local_world_size;
         mv[i].old_node_rank = as->members[i].old_rank;
-        mp[i] = &mv[i];
+        size_t len = muster__member__get_packed_size(&mv[i]);
+        total += pbuf_put_len_key(NULL, ad, "members", len) + len;
     }
+    struct shared_bytes *b = shared_bytes_new(srv, total, -1);
+    uint8_t *p = b ? shared_bytes_data(b) : NULL;
+    for (size_t i = 0; p && i < n; i++) {
+        p += pbuf_put_len_key(p, ad, "members", muster__member__get_packed_size(&mv[i]));
+        p += muster__member__pack(&mv[i], p);
+    }
+    free(mv);
+    return b;
+}
+
+/* The formation's packed members: made by the first answer that asks, kept in the core's shared slot. */
+static struct shared_bytes *op_rdzv_members(struct conn *c, const struct rdzv_assignment *as)
+{
+    if (!as->shared->p) {
+        as->shared->p = op_rdzv_members_pack(c->srv, as);
+        as->shared->release = (void (*)(void *))shared_bytes_unref;
+    }
+    return as->shared->p;
+}
+
+/* Send Response{id, OK, rdzv_join{assignment = a, then the members block}}: the frame is composed around the
+ * shared block (a's own fields first; protobuf readers accept fields in any order), so each answer costs
+ * its own fields, not a copy of the list. */
+static void op_rdzv_send_with_members(struct conn *c, uint64_t id, const Muster__Assignment *a,
+                                      struct shared_bytes *members)
+{
+    const ProtobufCMessageDescriptor *fd = &muster__server_frame__descriptor, *rd = &muster__response__descriptor,
+                                     *jd = &muster__rdzv_join_res__descriptor;
+    Muster__Response r = MUSTER__RESPONSE__INIT;
+    r.id = id;
+    size_t own = muster__assignment__get_packed_size(a), al = own + shared_bytes_len(members);
+    size_t jl = pbuf_put_len_key(NULL, jd, "assignment", al) + al;
+    size_t rl = muster__response__get_packed_size(&r) + pbuf_put_len_key(NULL, rd, "rdzv_join", jl) + jl;
+    size_t body = pbuf_put_len_key(NULL, fd, "response", rl) + rl;
+    if (body > c->srv->opt.max_frame) {
+        /* A client never has to take a frame above the limit it was told. */
+        stats_inc(&c->srv->stats, STAT_LIMIT_RESPONSE);
+        conn_replyf(c, id, MUSTER__STATUS__LIMIT, "reply of %zu bytes would exceed max frame %llu", body,
+                    (unsigned long long)c->srv->opt.max_frame);
+        return;
+    }
+    size_t hlen = body - shared_bytes_len(members);
+    uint8_t *head = malloc(hlen), *p = head;
+    if (!head) {
+        conn_reply(c, id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);
+        return;
+    }
+    p += pbuf_put_len_key(p, fd, "response", rl);
+    p += muster__response__pack(&r, p);
+    p += pbuf_put_len_key(p, rd, "rdzv_join", jl);
+    p += pbuf_put_len_key(p, jd, "assignment", al);
+    muster__assignment__pack(a, p);
+    conn_send_spliced(c, head, hlen, members);
+    free(head);
+}
+
+/* Send a join's assignment: RdzvJoinRes with the member list (shared) when the join asked for it. */
+static void op_rdzv_assignment(struct conn *c, uint64_t id, const struct rdzv_assignment *as)
+{
+    struct shared_bytes *members = as->n_members ? op_rdzv_members(c, as) : NULL;
     size_t nx = as->n_excluded;
     Muster__Excluded *xv = calloc(nx ? nx : 1, sizeof *xv);
     Muster__Excluded **xp = calloc(nx ? nx : 1, sizeof *xp);
-    if (!xv || !xp) {
-        free(mv);
-        free(mp);
+    if (!xv || !xp || (as->n_members && !members)) {
         free(xv);
         free(xp);
         conn_reply(c, id, MUSTER__STATUS__INTERNAL, "out of memory", NULL);
@@ -82,19 +140,19 @@ static void op_rdzv_assignment(struct conn *c, uint64_t id, const struct rdzv_as
     a.rank_start = as->rank_start;
     a.local_world_size = as->local_world_size;
     a.world_size = as->world_size;
-    a.n_members = n;
-    a.members = n ? mp : NULL;
     a.node_id = (char *)as->node_id;
     a.previous_generation = as->previous_generation;
     a.old_node_rank = as->old_node_rank;
     a.n_excluded = nx;
     a.excluded = nx ? xp : NULL;
     a.credential = (char *)(as->credential ? as->credential : "");
-    Muster__RdzvJoinRes r = MUSTER__RDZV_JOIN_RES__INIT;
-    r.assignment = &a;
-    conn_reply(c, id, MUSTER__STATUS__OK, NULL, &r.base);
-    free(mv);
-    free(mp);
+    if (members) {
+        op_rdzv_send_with_members(c, id, &a, members);
+    } else {
+        Muster__RdzvJoinRes r = MUSTER__RDZV_JOIN_RES__INIT;
+        r.assignment = &a;
+        conn_reply(c, id, MUSTER__STATUS__OK, NULL, &r.base);
+    }
     free(xv);
     free(xp);
 }

@@ -95,3 +95,28 @@ int pbuf_string_has_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, s
 {
     return pbuf_nul_at(d, p, n, 0);
 }
+
+/* Put v as a varint at p (p NULL: only counted); the bytes it takes. */
+static size_t pbuf_put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        uint8_t b = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (p)
+            p[n] = b | (v ? 0x80 : 0);
+        n++;
+    } while (v);
+    return n;
+}
+
+/* Put the key of msg type d's field named field (wire type 2: length-delimited) and the length len at p
+ * (p NULL: only counted); the bytes they take, or 0 when d has no such field. */
+size_t pbuf_put_len_key(uint8_t *p, const ProtobufCMessageDescriptor *d, const char *field, size_t len)
+{
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, field);
+    if (!f)
+        return 0;
+    size_t k = pbuf_put_varint(p, (uint64_t)f->id << 3 | 2);
+    return k + pbuf_put_varint(p ? p + k : NULL, len);
+}

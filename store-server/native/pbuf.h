@@ -14,4 +14,9 @@ int pbuf_oneof_set(ProtobufCMessage *msg, const ProtobufCMessage *sub);
  * byte: protobuf-c hands such a string over cut at the NUL, so it cannot be taken faithfully. */
 int pbuf_string_has_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n);
 
+/* Put the key of msg type d's field named field (wire type 2: length-delimited) and the length len at p
+ * (p NULL: only counted); the bytes they take, or 0 when d has no such field.  Lets a frame be composed
+ * around bytes packed once elsewhere: protobuf-c packs only whole messages. */
+size_t pbuf_put_len_key(uint8_t *p, const ProtobufCMessageDescriptor *d, const char *field, size_t len);
+
 #endif
