@@ -4,10 +4,11 @@
 # standby waiting), the detection time (SIGKILL to MEMBER_LOST at the survivors), the agreement time
 # (first recover call to the last survivor answered) and the standby's admission, first with
 # muster_rdzv_recover, then with a plain muster_rdzv_join, in the same run against one musterd.
-# musterd runs on CPU 0, the members on CPU 1.  Writes bench/results/recovery.md and the raw
+# musterd runs on CPU 0, the members on CPU 1 (RECOVERY_LOAD_CPUS).  Writes bench/results/recovery.md and the raw
 # records to bench/results/recovery.jsonl.
 #
 #   bench/recovery.sh [BUILD_DIR] [REPS]     (default: build-bench, 5; about two minutes)
+#   RECOVERY_SIZES="512 4096" RECOVERY_LOAD_CPUS=1-15 bench/recovery.sh ...   (other sizes, more member CPUs)
 #
 # BUILD_DIR needs store-server/musterd and bench/muster-recovery: ninja -C BUILD_DIR
 # store-server/musterd bench/muster-recovery.  Every step runs under `timeout`.
@@ -17,9 +18,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build-bench}
 REPS=${2:-5}
 SIZES=${RECOVERY_SIZES:-"8 64 512 4096"}
+# CPUs of the members (musterd keeps CPU 0): RECOVERY_LOAD_CPUS=1-15 on a 16-CPU machine.
+LOAD_CPUS=${RECOVERY_LOAD_CPUS:-1}
 MUSTERD=$BUILD/store-server/musterd
 RC=$BUILD/bench/muster-recovery
-OUT=$ROOT/bench/results
+OUT=${RECOVERY_OUT:-$ROOT/bench/results}
 RAW=$OUT/recovery.jsonl
 WORK=$(mktemp -d /tmp/muster-recovery.XXXXXX)
 MPID=0
@@ -65,6 +68,7 @@ mkdir -p "$OUT"
     echo "git: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
     echo "binaries: $BUILD ($("$MUSTERD" --version 2>&1 | head -n 1))"
     echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) CPUs"
+    echo "placement: musterd on CPU 0, members on CPU(s) $LOAD_CPUS"
     echo "open files: $(ulimit -n)"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$WORK/header"
@@ -73,7 +77,7 @@ for rep in $(seq "$REPS"); do
     for n in $SIZES; do
         for mode in recover rejoin; do
             kill -0 "$MPID" 2>/dev/null || { log "musterd died; restarting it"; start_musterd; }
-            out=$(timeout -k 5 180 taskset -c 1 "$RC" --url "tcp://127.0.0.1:$PORT/r$rep-$mode-$n" \
+            out=$(timeout -k 5 180 taskset -c "$LOAD_CPUS" "$RC" --url "tcp://127.0.0.1:$PORT/r$rep-$mode-$n" \
                 --members "$n" --mode "$mode" --timeout-ms 60000 2>>"$WORK/stderr.log" | tail -n 1)
             case $out in "{"*) ;; *) out=null ;; esac
             # musterd's own view of a recovery (its info line): the break to the agreed generation, and
@@ -106,7 +110,7 @@ runs = {(n, m): [r for r in recs if r["members"] == n and r["mode"] == m] for n 
 L = ["# Recovery after a member's death: recover vs break-and-rejoin", ""]
 L += ["```"] + open(header).read().strip().splitlines() + ["```", ""]
 L += ["One musterd (CPU 0); N members, one connection each (`muster-recovery`: up to 64 processes, a thread "
-      "per member beyond that; the victim, rank N/2, alone in its process), all on CPU 1; a standby waits.  The "
+      "per member beyond that; the victim, rank N/2, alone in its process), all on the load CPUs (header); a standby waits.  The "
       "victim is killed with SIGKILL; each survivor waits for MEMBER_LOST and then calls `muster_rdzv_recover` "
       "(recover) or a plain `muster_rdzv_join` (rejoin: the old way, given its best case: the first re-joiner "
       "sets min_nodes = N - 1 and last_call 0, so the round closes as soon as every survivor is in, as a "
