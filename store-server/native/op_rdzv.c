@@ -67,12 +67,18 @@ static struct shared_bytes *op_rdzv_members_pack(struct server *srv, const struc
     return b;
 }
 
+/* The core's release of the formation's shared slot: the answers still being sent keep their references. */
+static void op_rdzv_members_release(void *p)
+{
+    shared_bytes_unref(p);
+}
+
 /* The formation's packed members: made by the first answer that asks, kept in the core's shared slot. */
 static struct shared_bytes *op_rdzv_members(struct conn *c, const struct rdzv_assignment *as)
 {
     if (!as->shared->p) {
         as->shared->p = op_rdzv_members_pack(c->srv, as);
-        as->shared->release = (void (*)(void *))shared_bytes_unref;
+        as->shared->release = op_rdzv_members_release;
     }
     return as->shared->p;
 }
