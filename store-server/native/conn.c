@@ -339,12 +339,13 @@ static const struct life_ops conn_life_ops = {"conn", conn_expired, conn_waiting
 static void conn_frame(struct conn *c, const uint8_t *body, uint32_t len)
 {
     struct stats *st = &c->srv->stats;
-    c->life.last_rx_ms = clock_now_ms();
+    uint64_t now = clock_now_ns();
+    c->life.last_rx_ms = now / 1000000u;
     stats_inc(st, STAT_FRAMES_IN);
     stats_add(st, STAT_BYTES_IN, FRAME_HDR + len);
     struct fastpath_req fr;
     if (fastpath_decode(body, len, &fr)) {
-        ops_dispatch(c, &fr.req);
+        ops_dispatch(c, &fr.req, now);
         return;
     }
     Muster__ClientFrame *f = muster__client_frame__unpack(NULL, len, body);
@@ -366,7 +367,7 @@ static void conn_frame(struct conn *c, const uint8_t *body, uint32_t len)
         if (hello_handle(c, f) == HELLO_HELD)
             return; /* c keeps f until its address's token wait is over */
     } else if (f->frame_case == MUSTER__CLIENT_FRAME__FRAME_REQUEST) {
-        ops_dispatch(c, f->request);
+        ops_dispatch(c, f->request, now);
     } else {
         stats_inc(st, STAT_BAD_FRAME);
         conn_fail(c, MUSTER__STATUS__BAD_REQUEST, "frame holds neither hello nor request");

@@ -142,8 +142,10 @@ int fastpath_decode(const uint8_t *body, size_t len, struct fastpath_req *out)
     size_t n;
     if (len < 2 || *p++ != FP_FRAME_REQUEST || fastpath_len(&p, end, &n) != 0 || n != (size_t)(end - p))
         return 0;
-    *out = (struct fastpath_req){.req = MUSTER__REQUEST__INIT, .get = MUSTER__GET_REQ__INIT,
-                                 .add = MUSTER__ADD_REQ__INIT};
+    /* Field by field: the key buffer is written only as far as the key goes. */
+    out->req = (Muster__Request)MUSTER__REQUEST__INIT;
+    out->get = (Muster__GetReq)MUSTER__GET_REQ__INIT;
+    out->add = (Muster__AddReq)MUSTER__ADD_REQ__INIT;
     out->key[0] = '\0';
     return fastpath_request(p, n, out) == 0;
 }
