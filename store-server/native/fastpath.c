@@ -172,16 +172,16 @@ static uint8_t *fastpath_vput(uint8_t *p, uint64_t v)
     return p;
 }
 
-/* The Response tag of result's oneof member, or 0 when result is not one written here. */
+/* The Response tag of result's oneof member, or 0 when result is not one written here (a result type that
+ * has gained a field since this file was written goes the general way, so nothing it carries is lost). */
 static uint8_t fastpath_res_tag(const ProtobufCMessage *result)
 {
-    if (!result)
-        return 0;
-    if (result->descriptor == &muster__get_res__descriptor)
+    const ProtobufCMessageDescriptor *d = result ? result->descriptor : NULL;
+    if (d == &muster__get_res__descriptor && d->n_fields == 1)
         return FP_OP_GET;
-    if (result->descriptor == &muster__add_res__descriptor)
+    if (d == &muster__add_res__descriptor && d->n_fields == 1)
         return FP_OP_ADD;
-    return result->descriptor == &muster__set_res__descriptor ? FP_RES_SET : 0;
+    return d == &muster__set_res__descriptor && d->n_fields == 0 ? FP_RES_SET : 0;
 }
 
 /* Packed size of result (a GetRes, AddRes or SetRes, by its tag). */
