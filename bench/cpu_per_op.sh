@@ -58,8 +58,20 @@ done
 if [ -z "${MUSTER_CPO_NETNS:-}" ]; then
     exec unshare -n env MUSTER_CPO_NETNS=1 "$0" "${ARGS[@]}"
 fi
-ip link set lo up || exit 1
-sysctl -qw net.core.somaxconn=65535 net.ipv4.ip_local_port_range="1024 65000" 2>/dev/null
+# Bring lo up (with iproute2, or through the ioctl where the machine lacks it) and lift the accept queue.
+lo_up() {
+    ip link set lo up 2>/dev/null && return 0
+    "${PYLO:-python3}" -c '
+import fcntl, socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+ifr = fcntl.ioctl(s, 0x8913, struct.pack("16sH14s", b"lo", 0, bytes(14)))  # SIOCGIFFLAGS
+flags = struct.unpack("16sH14s", ifr)[1] | 1                                  # IFF_UP
+fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags, bytes(14)))      # SIOCSIFFLAGS
+'
+}
+PYLO=$PY lo_up || { echo "cannot bring lo up in the namespace" >&2; exit 1; }
+echo 65535 >/proc/sys/net/core/somaxconn 2>/dev/null
+echo "1024 65000" >/proc/sys/net/ipv4/ip_local_port_range 2>/dev/null
 
 NCPU=$(nproc)
 if [ "$K" = 0 ]; then
