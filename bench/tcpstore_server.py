@@ -34,6 +34,8 @@ def main():
     # world_size None + wait_for_workers False: the server does not wait for anyone.
     store = dist.TCPStore("127.0.0.1", port, None, True, datetime.timedelta(seconds=600),
                           wait_for_workers=False)
+    # torch 2.x serves with libuv unless told otherwise; 1.x has only the older server.
+    print("backend: %s" % ("libuv" if getattr(store, "libuvBackend", False) else "legacy"), flush=True)
     if "--port-file" in sys.argv:
         path = sys.argv[sys.argv.index("--port-file") + 1]
         with open(path + ".tmp", "w") as f:

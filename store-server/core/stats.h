@@ -139,7 +139,7 @@ enum stat_id { STATS_LIST(STATS_ENUM_ROW) STAT_COUNT };
 struct stats {
     uint64_t c[STAT_COUNT];
     uint64_t op[STATS_OP_SLOTS];
-    uint64_t lat[STATS_OP_SLOTS][STATS_LAT_BUCKETS]; /* handler time per op, by bucket */
+    uint64_t lat[STATS_OP_SLOTS][STATS_LAT_BUCKETS]; /* time per op from its frame taken to its handler done, by bucket */
     uint64_t lat_sum_ns[STATS_OP_SLOTS];
 };
 

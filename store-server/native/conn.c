@@ -34,6 +34,7 @@
 #include "conn_io.h"
 #include "conn_life.h"
 #include "clock.h"
+#include "fastpath.h"
 #include "hello.h"
 #include "log.h"
 #include "ns.h"
@@ -58,25 +59,59 @@ int conn_live(const struct conn *c)
     return conn_life_live(&c->life);
 }
 
-/* Pack one ServerFrame of body bytes straight into the output buffer's free space; 0 on success. */
-static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t body)
+/* Reserve room for one frame of body bytes in c's output and write its header; the body's place, or NULL
+ * (c is closed when the output cannot take it). */
+static uint8_t *conn_frame_begin(struct conn *c, size_t body, struct evbuffer **out, struct evbuffer_iovec *v)
 {
     if (!conn_live(c))
-        return -1;
+        return NULL;
     /* With --data-dir, a frame waits while logged state is not durable yet. */
-    struct evbuffer *out = persist_output(c->srv, &c->life.io.hold, c->life.io.bev);
-    struct evbuffer_iovec v;
-    if (body > UINT32_MAX || evbuffer_reserve_space(out, FRAME_HDR + body, &v, 1) != 1) {
+    *out = persist_output(c->srv, &c->life.io.hold, c->life.io.bev);
+    if (body > UINT32_MAX || evbuffer_reserve_space(*out, FRAME_HDR + body, v, 1) != 1) {
         conn_close(c, "cannot buffer output");
-        return -1;
+        return NULL;
     }
-    frame_put_len(v.iov_base, (uint32_t)body);
-    protobuf_c_message_pack(&f->base, (uint8_t *)v.iov_base + FRAME_HDR);
-    v.iov_len = FRAME_HDR + body;
-    evbuffer_commit_space(out, &v, 1);
+    frame_put_len(v->iov_base, (uint32_t)body);
+    return (uint8_t *)v->iov_base + FRAME_HDR;
+}
+
+/* Commit the frame of body bytes written at v to out, count it and have it written. */
+static void conn_frame_end(struct conn *c, struct evbuffer *out, struct evbuffer_iovec *v, size_t body)
+{
+    v->iov_len = FRAME_HDR + body;
+    evbuffer_commit_space(out, v, 1);
     stats_inc(&c->srv->stats, STAT_FRAMES_OUT);
     stats_add(&c->srv->stats, STAT_BYTES_OUT, FRAME_HDR + body);
     conn_life_sent(&c->life, out);
+}
+
+/* Pack one ServerFrame of body bytes straight into the output buffer's free space; 0 on success. */
+static int conn_send_sized(struct conn *c, const Muster__ServerFrame *f, size_t body)
+{
+    struct evbuffer *out;
+    struct evbuffer_iovec v;
+    uint8_t *p = conn_frame_begin(c, body, &out, &v);
+    if (!p)
+        return -1;
+    protobuf_c_message_pack(&f->base, p);
+    conn_frame_end(c, out, &v, body);
+    return 0;
+}
+
+/* Send an OK Response{id, result} without protobuf-c when fastpath.c writes result's type and the frame
+ * is within the limit; 0 when sent or c cannot take it, -1 when the general path must answer. */
+static int conn_reply_fast(struct conn *c, uint64_t id, const ProtobufCMessage *result)
+{
+    size_t body = fastpath_reply_size(id, result);
+    if (!body || body > c->srv->opt.max_frame)
+        return -1;
+    struct evbuffer *out;
+    struct evbuffer_iovec v;
+    uint8_t *p = conn_frame_begin(c, body, &out, &v);
+    if (p) {
+        fastpath_reply_pack(p, id, result);
+        conn_frame_end(c, out, &v, body);
+    }
     return 0;
 }
 
@@ -110,6 +145,8 @@ int conn_send(struct conn *c, const Muster__ServerFrame *f)
 /* Send Response{id, status, msg, result}; result (any *Res message, or NULL) picks the oneof case. */
 void conn_reply(struct conn *c, uint64_t id, int status, const char *msg, const ProtobufCMessage *result)
 {
+    if (status == MUSTER__STATUS__OK && !msg && conn_reply_fast(c, id, result) == 0)
+        return;
     Muster__Response r = MUSTER__RESPONSE__INIT;
     r.id = id;
     r.status = (Muster__Status)status;
@@ -324,10 +361,16 @@ static const struct life_ops conn_life_ops = {"conn", conn_expired, conn_waiting
 static void conn_frame(struct conn *c, const uint8_t *body, uint32_t len)
 {
     struct stats *st = &c->srv->stats;
-    Muster__ClientFrame *f = muster__client_frame__unpack(NULL, len, body);
-    c->life.last_rx_ms = clock_now_ms();
+    uint64_t now = clock_now_ns();
+    c->life.last_rx_ms = now / 1000000u;
     stats_inc(st, STAT_FRAMES_IN);
     stats_add(st, STAT_BYTES_IN, FRAME_HDR + len);
+    struct fastpath_req fr;
+    if (fastpath_decode(body, len, &fr)) {
+        ops_dispatch(c, &fr.req, now);
+        return;
+    }
+    Muster__ClientFrame *f = muster__client_frame__unpack(NULL, len, body);
     if (!f) {
         stats_inc(st, STAT_BAD_FRAME);
         conn_fail(c, MUSTER__STATUS__BAD_REQUEST, "undecodable frame of %u bytes", len);
@@ -346,7 +389,7 @@ static void conn_frame(struct conn *c, const uint8_t *body, uint32_t len)
         if (hello_handle(c, f) == HELLO_HELD)
             return; /* c keeps f until its address's token wait is over */
     } else if (f->frame_case == MUSTER__CLIENT_FRAME__FRAME_REQUEST) {
-        ops_dispatch(c, f->request);
+        ops_dispatch(c, f->request, now);
     } else {
         stats_inc(st, STAT_BAD_FRAME);
         conn_fail(c, MUSTER__STATUS__BAD_REQUEST, "frame holds neither hello nor request");

@@ -48,7 +48,8 @@ struct op_row {
 const struct op_row *ops_row(unsigned op_case);
 /* The name of an op case, or NULL when the table has no row for it. */
 const char *ops_name(unsigned op_case);
-/* Run generic checks and the handler for one request from c. */
-void ops_dispatch(struct conn *c, Muster__Request *req);
+/* Run generic checks and the handler for one request from c, taken off the wire at monotonic time t0 (ns):
+ * the op's latency runs from t0 to the handler's return. */
+void ops_dispatch(struct conn *c, Muster__Request *req, uint64_t t0);
 
 #endif

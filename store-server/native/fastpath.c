@@ -1,0 +1,241 @@
+/*
+ * The native protocol's hot path without protobuf-c.  A get or add frame
+ * costs protobuf-c four allocations and a descriptor walk to decode and two
+ * more walks to answer, which made a native request dearer than the same
+ * request through the TCPStore listener.  Here the common shape of those
+ * two requests is read in place, and their OK replies are written straight
+ * into the output buffer.  Anything else (another op, an unknown or
+ * repeated field, a long key, a malformed frame) is declined and takes the
+ * general path, so every check, limit and error is the one protobuf-c's
+ * path gives; tests/unit/test_fastpath.c compares the two byte for byte.
+ */
+#include "fastpath.h"
+
+#include <string.h>
+
+/* Wire tags (field number << 3 | wire type) of the fields read and written here. */
+enum {
+    FP_FRAME_REQUEST = 2 << 3 | 2,  /* ClientFrame.request */
+    FP_FRAME_RESPONSE = 2 << 3 | 2, /* ServerFrame.response */
+    FP_ID = 1 << 3 | 0,             /* Request.id, Response.id */
+    FP_OP_GET = 11 << 3 | 2,        /* Request.get, Response.get */
+    FP_OP_ADD = 12 << 3 | 2,        /* Request.add, Response.add */
+    FP_RES_SET = 10 << 3 | 2,       /* Response.set */
+    FP_KEY = 1 << 3 | 2,            /* GetReq.key, AddReq.key; GetRes.value */
+    FP_VARINT2 = 2 << 3 | 0,        /* GetReq.wait, AddReq.delta */
+    FP_VARINT3 = 3 << 3 | 0,        /* GetReq.timeout_ms */
+    FP_VARINT1 = 1 << 3 | 0,        /* AddRes.value */
+};
+
+/* Read a varint whose value fits 64 bits at *p (before end); 0, or -1 when it does not. */
+static int fastpath_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (unsigned i = 0; i < 10 && *p < end; i++) {
+        uint8_t b = *(*p)++;
+        if (i == 9 && b > 1)
+            return -1;
+        r |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *v = r;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Read a length-delimited field's length at *p and check it fits before end; 0, or -1. */
+static int fastpath_len(const uint8_t **p, const uint8_t *end, size_t *n)
+{
+    uint64_t v;
+    if (fastpath_varint(p, end, &v) != 0 || v > (uint64_t)(end - *p))
+        return -1;
+    *n = (size_t)v;
+    return 0;
+}
+
+/* Copy a key of n bytes at p into out->key; -1 when it is too long or holds a NUL. */
+static int fastpath_key(const uint8_t *p, size_t n, struct fastpath_req *out)
+{
+    if (n > FASTPATH_KEY_MAX || memchr(p, 0, n))
+        return -1;
+    memcpy(out->key, p, n);
+    out->key[n] = '\0';
+    return 0;
+}
+
+/* Decode GetReq (op FP_OP_GET) or AddReq fields of n bytes at p into out; 0, or -1 to decline. */
+static int fastpath_op(int op, const uint8_t *p, size_t n, struct fastpath_req *out)
+{
+    const uint8_t *end = p + n;
+    unsigned seen = 0;
+    while (p < end) {
+        uint8_t tag = *p++;
+        uint64_t v = 0;
+        size_t kn;
+        unsigned bit = tag == FP_KEY ? 1u : tag == FP_VARINT2 ? 2u : tag == FP_VARINT3 && op == FP_OP_GET ? 4u : 0u;
+        if (!bit || (seen & bit))
+            return -1;
+        seen |= bit;
+        if (tag == FP_KEY) {
+            if (fastpath_len(&p, end, &kn) != 0 || fastpath_key(p, kn, out) != 0)
+                return -1;
+            p += kn;
+        } else if (fastpath_varint(&p, end, &v) != 0) {
+            return -1;
+        }
+        if (op == FP_OP_GET && tag == FP_VARINT2)
+            out->get.wait = v != 0;
+        else if (op == FP_OP_GET && tag == FP_VARINT3)
+            out->get.timeout_ms = (uint32_t)v;
+        else if (tag == FP_VARINT2)
+            out->add.delta = (int64_t)v;
+    }
+    return 0;
+}
+
+/* Point out->req at its get or add message, whose key is out->key. */
+static void fastpath_link(int op, struct fastpath_req *out)
+{
+    if (op == FP_OP_GET) {
+        out->get.key = out->key;
+        out->req.op_case = MUSTER__REQUEST__OP_GET;
+        out->req.get = &out->get;
+    } else {
+        out->add.key = out->key;
+        out->req.op_case = MUSTER__REQUEST__OP_ADD;
+        out->req.add = &out->add;
+    }
+}
+
+/* Decode Request fields of n bytes at p into out; 0, or -1 to decline. */
+static int fastpath_request(const uint8_t *p, size_t n, struct fastpath_req *out)
+{
+    const uint8_t *end = p + n;
+    int op = 0, have_id = 0;
+    while (p < end) {
+        uint8_t tag = *p++;
+        if (tag == FP_ID && !have_id) {
+            have_id = 1;
+            if (fastpath_varint(&p, end, &out->req.id) != 0)
+                return -1;
+            continue;
+        }
+        size_t on;
+        if ((tag != FP_OP_GET && tag != FP_OP_ADD) || op || fastpath_len(&p, end, &on) != 0)
+            return -1;
+        op = tag;
+        if (fastpath_op(op, p, on, out) != 0)
+            return -1;
+        p += on;
+    }
+    if (!op)
+        return -1;
+    fastpath_link(op, out);
+    return 0;
+}
+
+/* Decode a get or add frame in place (see fastpath.h); 1 when decoded, 0 to decline. */
+int fastpath_decode(const uint8_t *body, size_t len, struct fastpath_req *out)
+{
+    const uint8_t *p = body, *end = body + len;
+    size_t n;
+    if (len < 2 || *p++ != FP_FRAME_REQUEST || fastpath_len(&p, end, &n) != 0 || n != (size_t)(end - p))
+        return 0;
+    /* Field by field: the key buffer is written only as far as the key goes. */
+    out->req = (Muster__Request)MUSTER__REQUEST__INIT;
+    out->get = (Muster__GetReq)MUSTER__GET_REQ__INIT;
+    out->add = (Muster__AddReq)MUSTER__ADD_REQ__INIT;
+    out->key[0] = '\0';
+    return fastpath_request(p, n, out) == 0;
+}
+
+/* Bytes of v as a varint. */
+static size_t fastpath_vsize(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* Write v as a varint at p; the byte after it. */
+static uint8_t *fastpath_vput(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* The Response tag of result's oneof member, or 0 when result is not one written here (a result type that
+ * has gained a field since this file was written goes the general way, so nothing it carries is lost). */
+static uint8_t fastpath_res_tag(const ProtobufCMessage *result)
+{
+    const ProtobufCMessageDescriptor *d = result ? result->descriptor : NULL;
+    if (d == &muster__get_res__descriptor && d->n_fields == 1)
+        return FP_OP_GET;
+    if (d == &muster__add_res__descriptor && d->n_fields == 1)
+        return FP_OP_ADD;
+    return d == &muster__set_res__descriptor && d->n_fields == 0 ? FP_RES_SET : 0;
+}
+
+/* Packed size of result (a GetRes, AddRes or SetRes, by its tag). */
+static size_t fastpath_res_size(uint8_t tag, const ProtobufCMessage *result)
+{
+    if (tag == FP_OP_GET) {
+        size_t n = ((const Muster__GetRes *)result)->value.len;
+        return n ? 1 + fastpath_vsize(n) + n : 0;
+    }
+    if (tag == FP_OP_ADD) {
+        int64_t v = ((const Muster__AddRes *)result)->value;
+        return v ? 1 + fastpath_vsize((uint64_t)v) : 0;
+    }
+    return 0;
+}
+
+/* Packed size of the Response inside the frame. */
+static size_t fastpath_resp_size(uint64_t id, uint8_t tag, const ProtobufCMessage *result)
+{
+    size_t rn = fastpath_res_size(tag, result);
+    return (id ? 1 + fastpath_vsize(id) : 0) + 1 + fastpath_vsize(rn) + rn;
+}
+
+/* Packed size of the OK reply frame (see fastpath.h); 0 when result is not written here. */
+size_t fastpath_reply_size(uint64_t id, const ProtobufCMessage *result)
+{
+    uint8_t tag = fastpath_res_tag(result);
+    if (!tag)
+        return 0;
+    size_t n = fastpath_resp_size(id, tag, result);
+    return 1 + fastpath_vsize(n) + n;
+}
+
+/* Pack the OK reply frame at p (see fastpath.h). */
+void fastpath_reply_pack(uint8_t *p, uint64_t id, const ProtobufCMessage *result)
+{
+    uint8_t tag = fastpath_res_tag(result);
+    *p++ = FP_FRAME_RESPONSE;
+    p = fastpath_vput(p, fastpath_resp_size(id, tag, result));
+    if (id) {
+        *p++ = FP_ID;
+        p = fastpath_vput(p, id);
+    }
+    *p++ = tag;
+    p = fastpath_vput(p, fastpath_res_size(tag, result));
+    if (tag == FP_OP_GET) {
+        const ProtobufCBinaryData *v = &((const Muster__GetRes *)result)->value;
+        if (v->len) {
+            *p++ = FP_KEY;
+            p = fastpath_vput(p, v->len);
+            memcpy(p, v->data, v->len);
+        }
+    } else if (tag == FP_OP_ADD && ((const Muster__AddRes *)result)->value) {
+        *p++ = FP_VARINT1;
+        fastpath_vput(p, (uint64_t)((const Muster__AddRes *)result)->value);
+    }
+}
