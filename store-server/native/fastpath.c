@@ -11,6 +11,8 @@
  */
 #include "fastpath.h"
 
+#include "pbuf.h"
+
 #include <string.h>
 
 /* Wire tags (field number << 3 | wire type) of the fields read and written here. */
@@ -27,28 +29,11 @@ enum {
     FP_VARINT1 = 1 << 3 | 0,        /* AddRes.value */
 };
 
-/* Read a varint whose value fits 64 bits at *p (before end); 0, or -1 when it does not. */
-static int fastpath_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (unsigned i = 0; i < 10 && *p < end; i++) {
-        uint8_t b = *(*p)++;
-        if (i == 9 && b > 1)
-            return -1;
-        r |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *v = r;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 /* Read a length-delimited field's length at *p and check it fits before end; 0, or -1. */
 static int fastpath_len(const uint8_t **p, const uint8_t *end, size_t *n)
 {
     uint64_t v;
-    if (fastpath_varint(p, end, &v) != 0 || v > (uint64_t)(end - *p))
+    if (pbuf_varint_get(p, end, &v) != 0 || v > (uint64_t)(end - *p))
         return -1;
     *n = (size_t)v;
     return 0;
@@ -81,7 +66,7 @@ static int fastpath_op(int op, const uint8_t *p, size_t n, struct fastpath_req *
             if (fastpath_len(&p, end, &kn) != 0 || fastpath_key(p, kn, out) != 0)
                 return -1;
             p += kn;
-        } else if (fastpath_varint(&p, end, &v) != 0) {
+        } else if (pbuf_varint_get(&p, end, &v) != 0) {
             return -1;
         }
         if (op == FP_OP_GET && tag == FP_VARINT2)
@@ -117,7 +102,7 @@ static int fastpath_request(const uint8_t *p, size_t n, struct fastpath_req *out
         uint8_t tag = *p++;
         if (tag == FP_ID && !have_id) {
             have_id = 1;
-            if (fastpath_varint(&p, end, &out->req.id) != 0)
+            if (pbuf_varint_get(&p, end, &out->req.id) != 0)
                 return -1;
             continue;
         }
@@ -150,28 +135,6 @@ int fastpath_decode(const uint8_t *body, size_t len, struct fastpath_req *out)
     return fastpath_request(p, n, out) == 0;
 }
 
-/* Bytes of v as a varint. */
-static size_t fastpath_vsize(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-/* Write v as a varint at p; the byte after it. */
-static uint8_t *fastpath_vput(uint8_t *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
 /* The Response tag of result's oneof member, or 0 when result is not one written here (a result type that
  * has gained a field since this file was written goes the general way, so nothing it carries is lost). */
 static uint8_t fastpath_res_tag(const ProtobufCMessage *result)
@@ -189,11 +152,11 @@ static size_t fastpath_res_size(uint8_t tag, const ProtobufCMessage *result)
 {
     if (tag == FP_OP_GET) {
         size_t n = ((const Muster__GetRes *)result)->value.len;
-        return n ? 1 + fastpath_vsize(n) + n : 0;
+        return n ? 1 + pbuf_varint_put(NULL, n) + n : 0;
     }
     if (tag == FP_OP_ADD) {
         int64_t v = ((const Muster__AddRes *)result)->value;
-        return v ? 1 + fastpath_vsize((uint64_t)v) : 0;
+        return v ? 1 + pbuf_varint_put(NULL, (uint64_t)v) : 0;
     }
     return 0;
 }
@@ -202,7 +165,7 @@ static size_t fastpath_res_size(uint8_t tag, const ProtobufCMessage *result)
 static size_t fastpath_resp_size(uint64_t id, uint8_t tag, const ProtobufCMessage *result)
 {
     size_t rn = fastpath_res_size(tag, result);
-    return (id ? 1 + fastpath_vsize(id) : 0) + 1 + fastpath_vsize(rn) + rn;
+    return (id ? 1 + pbuf_varint_put(NULL, id) : 0) + 1 + pbuf_varint_put(NULL, rn) + rn;
 }
 
 /* Packed size of the OK reply frame (see fastpath.h); 0 when result is not written here. */
@@ -212,7 +175,7 @@ size_t fastpath_reply_size(uint64_t id, const ProtobufCMessage *result)
     if (!tag)
         return 0;
     size_t n = fastpath_resp_size(id, tag, result);
-    return 1 + fastpath_vsize(n) + n;
+    return 1 + pbuf_varint_put(NULL, n) + n;
 }
 
 /* Pack the OK reply frame at p (see fastpath.h). */
@@ -220,22 +183,22 @@ void fastpath_reply_pack(uint8_t *p, uint64_t id, const ProtobufCMessage *result
 {
     uint8_t tag = fastpath_res_tag(result);
     *p++ = FP_FRAME_RESPONSE;
-    p = fastpath_vput(p, fastpath_resp_size(id, tag, result));
+    p += pbuf_varint_put(p, fastpath_resp_size(id, tag, result));
     if (id) {
         *p++ = FP_ID;
-        p = fastpath_vput(p, id);
+        p += pbuf_varint_put(p, id);
     }
     *p++ = tag;
-    p = fastpath_vput(p, fastpath_res_size(tag, result));
+    p += pbuf_varint_put(p, fastpath_res_size(tag, result));
     if (tag == FP_OP_GET) {
         const ProtobufCBinaryData *v = &((const Muster__GetRes *)result)->value;
         if (v->len) {
             *p++ = FP_KEY;
-            p = fastpath_vput(p, v->len);
+            p += pbuf_varint_put(p, v->len);
             memcpy(p, v->data, v->len);
         }
     } else if (tag == FP_OP_ADD && ((const Muster__AddRes *)result)->value) {
         *p++ = FP_VARINT1;
-        fastpath_vput(p, (uint64_t)((const Muster__AddRes *)result)->value);
+        pbuf_varint_put(p, (uint64_t)((const Muster__AddRes *)result)->value);
     }
 }

@@ -39,28 +39,15 @@ int pbuf_oneof_set(ProtobufCMessage *msg, const ProtobufCMessage *sub)
     return -1;
 }
 
-/* Read a varint at *p (before end) into *v; 0, or -1 when it runs past end or over 10 bytes. */
-static int pbuf_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    *v = 0;
-    for (unsigned shift = 0; *p < end && shift < 70; shift += 7) {
-        uint8_t b = *(*p)++;
-        *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return 0;
-    }
-    return -1;
-}
-
 /* pbuf_string_has_nul, with a bound on nesting (deeper frames are left to the unpacker). */
 static int pbuf_nul_at(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n, int depth)
 {
     const uint8_t *end = p + n;
     uint64_t tag, len;
-    while (p < end && pbuf_varint(&p, end, &tag) == 0) {
+    while (p < end && pbuf_varint_get(&p, end, &tag) == 0) {
         switch (tag & 7) {
         case 0:
-            if (pbuf_varint(&p, end, &len) != 0)
+            if (pbuf_varint_get(&p, end, &len) != 0)
                 return 0;
             break;
         case 1:
@@ -72,7 +59,7 @@ static int pbuf_nul_at(const ProtobufCMessageDescriptor *d, const uint8_t *p, si
             break;
         }
         case 2: {
-            if (pbuf_varint(&p, end, &len) != 0 || len > (uint64_t)(end - p))
+            if (pbuf_varint_get(&p, end, &len) != 0 || len > (uint64_t)(end - p))
                 return 0; /* malformed: the unpacker refuses it */
             const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, (unsigned)(tag >> 3));
             if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)len))
@@ -96,20 +83,6 @@ int pbuf_string_has_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, s
     return pbuf_nul_at(d, p, n, 0);
 }
 
-/* Put v as a varint at p (p NULL: only counted); the bytes it takes. */
-static size_t pbuf_put_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    do {
-        uint8_t b = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (p)
-            p[n] = b | (v ? 0x80 : 0);
-        n++;
-    } while (v);
-    return n;
-}
-
 /* Put the key of msg type d's field named field (wire type 2: length-delimited) and the length len at p
  * (p NULL: only counted); the bytes they take, or 0 when d has no such field. */
 size_t pbuf_put_len_key(uint8_t *p, const ProtobufCMessageDescriptor *d, const char *field, size_t len)
@@ -117,6 +90,6 @@ size_t pbuf_put_len_key(uint8_t *p, const ProtobufCMessageDescriptor *d, const c
     const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, field);
     if (!f)
         return 0;
-    size_t k = pbuf_put_varint(p, (uint64_t)f->id << 3 | 2);
-    return k + pbuf_put_varint(p ? p + k : NULL, len);
+    size_t k = pbuf_varint_put(p, (uint64_t)f->id << 3 | 2);
+    return k + pbuf_varint_put(p ? p + k : NULL, len);
 }
