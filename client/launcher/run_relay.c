@@ -576,8 +576,9 @@ static void run_relay_report(const struct run_relay *r)
     if (s->adds_combined | s->gets_combined | s->waits_joined)
         fprintf(stderr,
                 RUN_TAG "relay %s: requests %" PRIu64 ", upstream calls %" PRIu64 ", combined: adds %" PRIu64
-                        ", gets %" PRIu64 ", waits %" PRIu64 "\n",
-                r->prefix, s->requests, s->upstream_ops, s->adds_combined, s->gets_combined, s->waits_joined);
+                        ", gets %" PRIu64 ", waits %" PRIu64 " (joined in flight %" PRIu64 ")\n",
+                r->prefix, s->requests, s->upstream_ops, s->adds_combined, s->gets_combined, s->waits_joined,
+                s->joined_inflight);
     if (!(s->bad_request | s->limit_key | s->limit_keys | s->limit_request | s->limit_conns | s->limit_output |
           s->unsupported | s->upstream_errors | s->request_timeout | s->limit_watches))
         return;
