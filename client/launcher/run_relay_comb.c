@@ -13,7 +13,10 @@
  *     would have seen had the adds run one after another at that point.
  *     An add whose delta would make the batch's sum overflow int64 goes on
  *     its own, and a batch that overflows at musterd is sent again add by
- *     add: only the add that overflows fails, as it would one by one.
+ *     add: only the add that overflows fails, as it would one by one.  An
+ *     ADD of 0 (torch's barrier reading its count) that arrives while an add
+ *     of the key is in flight joins it, as a get would (below), and reads
+ *     the count after it.
  *   - GET: a get of a key that arrives while a get of it is in flight
  *     joins that call (run_relay_comb_ride): a node's workers asking in
  *     different loop turns share it.  Not when a write of the key went
@@ -88,8 +91,9 @@ struct run_relay_key {
     unsigned inflight[COMB_KINDS];
     struct run_relay_batch *queued[COMB_KINDS];
     struct run_relay_batch *open[COMB_KINDS]; /* gathering this loop turn's requests (r->open) */
-    struct run_relay_batch *flying[COMB_KINDS]; /* the get or wait sent last, while in flight and no write
-                                                 * of the key was sent after it: later requests join it */
+    struct run_relay_batch *flying[COMB_KINDS]; /* the call of each kind sent last, while in flight and no
+                                                 * other write of the key was sent after it: later gets,
+                                                 * waits and adds of 0 join it */
     int64_t at_least;              /* the waits' count while one is in flight or queued */
     unsigned holds;                /* answers being handed out (a barrier short of its count parks on it) */
     char name[];
@@ -222,29 +226,28 @@ static int run_relay_comb_call(struct run_relay *r, struct run_relay_batch *b)
                              run_relay_comb_done, b);
 }
 
-/* No get or wait of e's key sent so far may be joined any more: a write of the key goes upstream after them. */
+/* No call of e's key sent so far may be joined any more: a write of the key goes upstream after them. */
 static void run_relay_comb_seal(struct run_relay_key *e)
 {
     if (e)
-        e->flying[COMB_GET] = e->flying[COMB_WAIT] = NULL;
+        e->flying[COMB_ADD] = e->flying[COMB_GET] = e->flying[COMB_WAIT] = NULL;
 }
 
-/* b went upstream: number it; a get or wait of a key becomes the call later requests of the key join, an add
- * seals its key's and is its members' write in flight. */
+/* b went upstream: number it; it becomes the call of its kind that later requests of its key join, and an
+ * add, a write, seals the key's others and is its members' write in flight. */
 static void run_relay_comb_sent(struct run_relay *r, struct run_relay_batch *b)
 {
     struct run_relay_key *e = b->key;
     b->seq = ++r->upseq;
     if (e)
         e->inflight[b->kind]++;
-    if (b->kind != COMB_ADD) {
-        if (e)
-            e->flying[b->kind] = b;
-        return;
+    if (b->kind == COMB_ADD) {
+        run_relay_comb_seal(e);
+        for (size_t i = 0; i < b->n; i++)
+            b->m[i].c->wseq = b->seq;
     }
-    run_relay_comb_seal(e);
-    for (size_t i = 0; i < b->n; i++)
-        b->m[i].c->wseq = b->seq;
+    if (e)
+        e->flying[b->kind] = b;
 }
 
 /* An add's answer came: it is no longer its members' write in flight (run_relay_comb_ride). */
@@ -543,9 +546,11 @@ void run_relay_comb_flush(struct run_relay *r)
     r->nopen = 0;
 }
 
-/* Join member m to e's get or wait of kind in flight, when it may: no write of the key was sent after it (a
- * write seals it), no write of m's connection sent after it is still unanswered, and a wait counts to the same
- * at_least.  So a node's workers asking one key in different loop turns share one call.  The answer read is
+/* Join member m to e's call of kind in flight, when it may: a get, a wait counting to the same at_least, or an
+ * ADD of 0 (torch's barrier reading its count: it reads the count after the add in flight, as a get would);
+ * no other write of the key was sent after it (a write seals it), and no write of m's connection sent after it
+ * is still unanswered.  So a node's workers asking one key in different loop turns share one call.  The answer
+ * read is
  * one musterd gave after every write of the worker and everything the node heard from the store before the
  * request came: musterd answers the one connection in order, so a call that musterd answered before any of
  * those is answered here before it too, and is no longer in flight.  1 when joined, 0 when it may not, -1 with
@@ -554,7 +559,8 @@ static int run_relay_comb_ride(struct run_relay *r, struct run_relay_key *e, enu
                                const struct run_relay_member *m)
 {
     struct run_relay_batch *f = e->flying[kind];
-    if (!f || (m->c->wseq && m->c->wseq >= f->seq) || (kind == COMB_WAIT && f->at_least != m->world))
+    if (!f || (m->c->wseq && m->c->wseq >= f->seq) || (kind == COMB_WAIT && f->at_least != m->world) ||
+        (kind == COMB_ADD && (m->delta != 0 || !m->s)))
         return 0;
     if (run_relay_comb_join(f, m) != 0) {
         run_relay_close(r, m->c, "out of memory");
@@ -575,7 +581,7 @@ static int run_relay_comb_submit(struct run_relay *r, const char *k, enum run_re
         run_relay_close(r, m->c, "out of memory");
         return -1;
     }
-    int rode = kind == COMB_ADD ? 0 : run_relay_comb_ride(r, e, kind, m);
+    int rode = run_relay_comb_ride(r, e, kind, m);
     if (rode)
         return rode > 0 ? 0 : -1;
     int busy = e->inflight[kind] || e->queued[kind] || e->open[kind];

@@ -6,8 +6,9 @@
  * still in flight when the others arrive; then every worker gets the right
  * answer, a worker that closes its connection leaves the others' answers
  * alone, an error of the shared call closes every worker that joined it,
- * and a worker's read sent after its own write of the key never joins a
- * call sent before that write.
+ * a worker's read sent after its own write of the key never joins a call
+ * sent before that write, and adds of 0 read the count of an add in
+ * flight.
  */
 #include <limits.h>
 #include <signal.h>
@@ -220,6 +221,39 @@ out:
         close(b);
 }
 
+/* Send an ADD of key by delta on fd. */
+static void send_add(int fd, const char *key, int64_t delta)
+{
+    struct tsw_buf b = {0};
+    tsw_u8(&b, TSW_ADD);
+    tsw_str(&b, key);
+    tsw_u64(&b, (uint64_t)delta);
+    CHECK_EQ(tsw_send(fd, &b), 0);
+    tsw_free(&b);
+}
+
+/* An ADD of 5 in flight, then ADDs of 0 (torch's barrier reading its count) from other workers one loop turn
+ * apart: they join it and read the count after it, in one upstream add. */
+static void t_add0_join(uint16_t port)
+{
+    int fd[NJOIN];
+    open_all(fd, NJOIN, port);
+    long long before = h_stat(&d, "op_add");
+    kill(d.pid, SIGSTOP);
+    for (int i = 0; i < NJOIN; i++) {
+        if (fd[i] >= 0)
+            send_add(fd[i], "a0", i ? 0 : 5);
+        h_nap(TURN_MS);
+    }
+    kill(d.pid, SIGCONT);
+    int five = 0, ok = 0;
+    for (int i = 0; i < NJOIN; i++)
+        five += fd[i] >= 0 && tsw_i64(fd[i], 5000, &ok) == 5 && ok;
+    CHECK_EQ(five, NJOIN);
+    CHECK_EQ(h_stat(&d, "op_add") - before, 1);
+    close_all(fd, NJOIN);
+}
+
 /* The cases against one launcher's relay in front of this test's musterd. */
 static void t_join(void *arg)
 {
@@ -244,6 +278,7 @@ static void t_join(void *arg)
         t_first_gone((uint16_t)port);
         t_error_join((uint16_t)port);
         t_own_write((uint16_t)port);
+        t_add0_join((uint16_t)port);
     }
     snprintf(buf, sizeof buf, "%s/go", hr_out_dir);
     FILE *go = fopen(buf, "w");
