@@ -2,7 +2,8 @@
 # Build the release tree that scripts/gpu-device.sh runs on the GPU machine,
 # into .carry/ (git-ignored): .carry/build is a meson build directory with
 # libmuster-nccl, and .carry/lib holds libprotobuf-c.so.1, which that
-# machine lacks.  The binaries link libnccl.so.2 and libcudart.so.13 by
+# machine lacks.  It also holds the storm's programs (bench/storm.sh --build
+# .carry/build).  The binaries link libnccl.so.2 and libcudart.so.13 by
 # soname: here they come from NCCL_PREFIX (default /usr/local/cuda), there
 # from the system's NCCL (/usr/lib/x86_64-linux-gnu) and CUDA.  Meson's
 # build-tree rpaths are relative ($ORIGIN), so the directory can move.
@@ -19,7 +20,8 @@ if [ -d "$DIR/meson-private" ]; then
 else
     meson setup "$DIR" --buildtype=release -Db_ndebug=true -Dnccl=enabled -Dnccl_prefix="$NCCL_PREFIX" >/dev/null
 fi
-ninja -C "$DIR" client/cli/muster store-server/musterd examples/hello_allreduce bench/gpu_init_vs_torch
+ninja -C "$DIR" client/cli/muster store-server/musterd examples/hello_allreduce bench/gpu_init_vs_torch \
+    bench/muster-tsstorm bench/muster-relayhost
 cp -a /usr/lib/x86_64-linux-gnu/libprotobuf-c.so.1* .carry/lib/
 
 # What the GPU machine must provide itself (everything else is in .carry).
