@@ -140,10 +140,25 @@ fd_sampler() {
     done
 }
 
-ip link set lo up || exit 1
-sysctl -qw net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535 \
-    net.ipv4.ip_local_port_range="1024 65000" \
-    net.ipv4.ip_local_reserved_ports="$TSLPORT,$TORCHPORT,$MPORT" || exit 1
+# Bring lo up: with ip where it is installed, else with the SIOCGIFFLAGS / SIOCSIFFLAGS ioctls.
+lo_up() {
+    if command -v ip >/dev/null; then
+        ip link set lo up
+        return
+    fi
+    "$PY" -c 'import fcntl, socket, struct
+s = socket.socket()
+f = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, struct.pack("16sH14x", b"lo", 0)))[1]
+fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", f | 1))'
+}
+
+# Write sysctl $1 (dotted name) = $2 through /proc/sys, so no sysctl binary is needed.
+sysw() { printf '%s\n' "$2" >"/proc/sys/${1//.//}"; }
+
+lo_up || exit 1
+sysw net.core.somaxconn 65535 && sysw net.ipv4.tcp_max_syn_backlog 65535 &&
+    sysw net.ipv4.ip_local_port_range "1024 65000" &&
+    sysw net.ipv4.ip_local_reserved_ports "$TSLPORT,$TORCHPORT,$MPORT" || exit 1
 # A process here holds up to about 16,000 fds (a relay host, a generator; 19,500 for musterd at
 # MAX_DIRECT): as root a lower hard limit is raised to 20,000, the one the figures were taken under.
 [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt 20000 ] && { ulimit -Hn 20000 || exit 1; }
