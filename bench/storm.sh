@@ -103,7 +103,8 @@ RAW=$OUT/storm.jsonl
 CLK_TCK=$(getconf CLK_TCK)
 PIDS=()
 MSTARTS=0
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$RUN"' EXIT
+# STORM_KEEP=1 keeps the run's directory (musterd's, the relays' and the generators' logs).
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; [ "${STORM_KEEP:-0}" = 1 ] && echo "storm: kept $RUN" >&2 || rm -rf "$RUN"' EXIT
 
 # Print a message on stderr.
 log() { echo "storm: $*" >&2; }

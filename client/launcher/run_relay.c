@@ -167,7 +167,9 @@ void run_relay_upstream_failed(struct run_relay *r, struct run_relay_conn *c, co
 {
     r->st.upstream_errors++;
     if (muster_broken(r->up)) {
-        run_relay_kill(r, muster_strerror(rc));
+        char why[320];
+        snprintf(why, sizeof why, "%s: %s", muster_strerror(rc), muster_last_error(r->up));
+        run_relay_kill(r, why);
         return;
     }
     /* A failover handle answers MUSTER_ECONN for an add, compare_set or append that may or may not
@@ -420,8 +422,11 @@ static void run_relay_upstream(struct run_relay *r, short revents)
         ev |= MUSTER_ASYNC_WRITE;
     /* A failover handle reconnects inside a later call to this when its timeout says so. */
     int rc = muster_async_handle(r->up, ev);
-    if (rc != MUSTER_OK && !r->failover)
-        run_relay_kill(r, muster_strerror(rc));
+    if (rc != MUSTER_OK && !r->failover) {
+        char why[320];
+        snprintf(why, sizeof why, "%s: %s", muster_strerror(rc), muster_last_error(r->up));
+        run_relay_kill(r, why);
+    }
     run_relay_watch_events(r);
 }
 
