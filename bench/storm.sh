@@ -13,12 +13,20 @@
 # `unshare -n`.  Results: one JSON line per run in OUT/storm.jsonl, the command in
 # OUT/storm-command.txt.
 #
-#   bench/storm.sh [--build DIR] [--sizes 1000,10000,32000,100000] [--modes relay,direct,torch]
-#                  [--reps R] [--timeout S] [--out DIR]
+#   bench/storm.sh [--build DIR] [--no-build] [--sizes 1000,10000,32000,100000]
+#                  [--modes relay,direct,torch] [--reps R] [--timeout S] [--out DIR]
+#
+# --build defaults to build-storm, or to .carry/build (scripts/build-carry.sh) where only that
+# exists; --no-build runs the binaries as they are (a machine without the build's toolchain
+# or protobuf-c: .carry/lib is put on LD_LIBRARY_PATH when it exists).  torch's server and the
+# records are run with STORM_PYTHON, else /usr/bin/python3 when it imports torch, else python3;
+# torch 2.x's server gets the VALIDATE era's numbering, torch 1.x the old one.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
 BUILD=$ROOT/build-storm
+[ ! -d "$BUILD" ] && [ -d "$ROOT/.carry/build" ] && BUILD=$ROOT/.carry/build
+NOBUILD=0
 SIZES=1000,10000,32000,100000
 MODES=relay,direct,torch
 REPS=1
@@ -28,12 +36,13 @@ ARGS=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
     --build) BUILD=$(realpath "$2"); shift 2 ;;
+    --no-build) NOBUILD=1; shift ;;
     --sizes) SIZES=$2; shift 2 ;;
     --modes) MODES=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --out) OUT=$(realpath "$2"); shift 2 ;;
-    *) echo "usage: bench/storm.sh [--build DIR] [--sizes N,..] [--modes relay,direct,torch] [--reps R] [--timeout S] [--out DIR]" >&2
+    *) echo "usage: bench/storm.sh [--build DIR] [--no-build] [--sizes N,..] [--modes relay,direct,torch] [--reps R] [--timeout S] [--out DIR]" >&2
        exit 2 ;;
     esac
 done
@@ -47,11 +56,28 @@ TORCHPORT=29502
 MUSTERD=$BUILD/store-server/musterd
 TSSTORM=$BUILD/bench/muster-tsstorm
 RELAYHOST=$BUILD/bench/muster-relayhost
-PY=/usr/bin/python3
+[ -d "$ROOT/.carry/lib" ] && export LD_LIBRARY_PATH=$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+PY=${STORM_PYTHON:-}
+if [ -z "$PY" ]; then
+    PY=/usr/bin/python3
+    "$PY" -c 'import torch' 2>/dev/null || PY=$(command -v python3)
+fi
+# TCPStore's numbering that torch's own server speaks: old before torch 2 (no VALIDATE), new after.
+TORCH_ERA=$("$PY" -c 'import torch; print("old" if int(torch.__version__.split(".")[0]) < 2 else "new")' 2>/dev/null)
 
 if [ -z "${STORM_NETNS:-}" ]; then
     [ "$(id -u)" = 0 ] || { echo "storm.sh: needs root for unshare -n" >&2; exit 2; }
-    ninja -C "$BUILD" store-server/musterd bench/muster-tsstorm bench/muster-relayhost >&2 || exit 1
+    if [ "$NOBUILD" = 0 ]; then
+        ninja -C "$BUILD" store-server/musterd bench/muster-tsstorm bench/muster-relayhost >&2 || exit 1
+    fi
+    for b in "$MUSTERD" "$TSSTORM" "$RELAYHOST"; do
+        [ -x "$b" ] || { echo "storm.sh: $b is not built" >&2; exit 2; }
+        if ldd "$b" | grep -q 'not found'; then
+            echo "storm.sh: $b misses libraries:" >&2
+            ldd "$b" | grep 'not found' >&2
+            exit 2
+        fi
+    done
     mkdir -p "$OUT"
     STORM_INVOCATION=$(date -u +%Y-%m-%dT%H:%M:%SZ)
     {
@@ -64,7 +90,7 @@ if [ -z "${STORM_NETNS:-}" ]; then
         echo "kernel: $(uname -r)"
         echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) CPUs"
         echo "open files (hard): $(ulimit -Hn)"
-        echo "torch: $($PY -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+        echo "torch: $($PY -c 'import torch; print(torch.__version__)' 2>/dev/null) ($PY, numbering: ${TORCH_ERA:-none})"
         echo "relay sources: $(cat "$ROOT"/client/launcher/run_relay*.[ch] | sha256sum | cut -c1-16)$(git -C "$ROOT" status --porcelain -- client/launcher |
             grep -q 'run_relay' && echo ' (with changes not committed)')"
         echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -77,7 +103,8 @@ RAW=$OUT/storm.jsonl
 CLK_TCK=$(getconf CLK_TCK)
 PIDS=()
 MSTARTS=0
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$RUN"' EXIT
+# STORM_KEEP=1 keeps the run's directory (musterd's, the relays' and the generators' logs).
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; [ "${STORM_KEEP:-0}" = 1 ] && echo "storm: kept $RUN" >&2 || rm -rf "$RUN"' EXIT
 
 # Print a message on stderr.
 log() { echo "storm: $*" >&2; }
@@ -114,10 +141,28 @@ fd_sampler() {
     done
 }
 
-ip link set lo up || exit 1
-sysctl -qw net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535 \
-    net.ipv4.ip_local_port_range="1024 65000" \
-    net.ipv4.ip_local_reserved_ports="$TSLPORT,$TORCHPORT,$MPORT" || exit 1
+# Bring lo up: with ip where it is installed, else with the SIOCGIFFLAGS / SIOCSIFFLAGS ioctls.
+lo_up() {
+    if command -v ip >/dev/null; then
+        ip link set lo up
+        return
+    fi
+    "$PY" -c 'import fcntl, socket, struct
+s = socket.socket()
+f = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, struct.pack("16sH14x", b"lo", 0)))[1]
+fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", f | 1))'
+}
+
+# Write sysctl $1 (dotted name) = $2 through /proc/sys, so no sysctl binary is needed.
+sysw() { printf '%s\n' "$2" >"/proc/sys/${1//.//}"; }
+
+lo_up || exit 1
+sysw net.core.somaxconn 65535 && sysw net.ipv4.tcp_max_syn_backlog 65535 &&
+    sysw net.ipv4.ip_local_port_range "1024 65000" &&
+    sysw net.ipv4.ip_local_reserved_ports "$TSLPORT,$TORCHPORT,$MPORT" || exit 1
+# A process here holds up to about 16,000 fds (a relay host, a generator; 19,500 for musterd at
+# MAX_DIRECT): as root a lower hard limit is raised to 20,000, the one the figures were taken under.
+[ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt 20000 ] && { ulimit -Hn 20000 || exit 1; }
 ulimit -n "$(ulimit -Hn)"
 
 # Some of musterd's counters (pid $1) from a fresh SIGUSR1 dump in its log, as "name=value" words.
@@ -130,7 +175,7 @@ mcounters() {
         n=$((n - 1))
     done
     tac "$MLOG" | sed -n '/stats end/,/stats begin/p' | awk '/ stat / {sub(/.* stat /, ""); print}' |
-        grep -E '^(connections_accepted|tcpstore_connections_accepted|requests|tcpstore_requests|frames_out|bytes_out|events_pushed|watch_events|limit_watch_output|limit_output|waits_parked)=' |
+        grep -E '^(connections_accepted|tcpstore_connections_accepted|requests|tcpstore_requests|frames_out|bytes_out|events_pushed|watch_events|limit_watch_output|limit_output|waits_parked|op_(add|get|wait|set|hello))=' |
         tr '\n' ' '
 }
 
@@ -274,7 +319,7 @@ print(json.dumps(rec))' "$rec" "$RUN/relay.log")
         stop_all "$MPID" ;;
     torch)
         start_torch || return
-        rec=$(storm_once torch "$n" "--connect 127.0.0.1:$TORCHPORT" old "$SPID" "")
+        rec=$(storm_once torch "$n" "--connect 127.0.0.1:$TORCHPORT" "${TORCH_ERA:-old}" "$SPID" "")
         stop_all "$SPID" ;;
     esac
     echo "$rec" | tee -a "$RAW"

@@ -2,8 +2,10 @@
 # Build the release tree that scripts/gpu-device.sh runs on the GPU machine,
 # into .carry/ (git-ignored): .carry/build is a meson build directory with
 # libmuster-nccl, and .carry/lib holds libprotobuf-c.so.1, which that
-# machine lacks.  The load generator and the floor server come along for
-# bench/cpu_per_op.sh.  The binaries link libnccl.so.2 and libcudart.so.13 by
+# machine lacks.  The benchmarks' programs come along: the load generator and
+# the floor server (bench/cpu_per_op.sh), the storm's (bench/storm.sh --build
+# .carry/build) and muster-recovery (bench/recovery.sh .carry/build).  The
+# binaries link libnccl.so.2 and libcudart.so.13 by
 # soname: here they come from NCCL_PREFIX (default /usr/local/cuda), there
 # from the system's NCCL (/usr/lib/x86_64-linux-gnu) and CUDA.  Meson's
 # build-tree rpaths are relative ($ORIGIN), so the directory can move.
@@ -21,7 +23,7 @@ else
     meson setup "$DIR" --buildtype=release -Db_ndebug=true -Dnccl=enabled -Dnccl_prefix="$NCCL_PREFIX" >/dev/null
 fi
 ninja -C "$DIR" client/cli/muster store-server/musterd examples/hello_allreduce bench/gpu_init_vs_torch \
-    bench/muster-loadgen bench/muster-floord
+    bench/muster-loadgen bench/muster-floord bench/muster-tsstorm bench/muster-relayhost bench/muster-recovery
 cp -a /usr/lib/x86_64-linux-gnu/libprotobuf-c.so.1* .carry/lib/
 
 # What the GPU machine must provide itself (everything else is in .carry).

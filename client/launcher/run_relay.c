@@ -167,7 +167,9 @@ void run_relay_upstream_failed(struct run_relay *r, struct run_relay_conn *c, co
 {
     r->st.upstream_errors++;
     if (muster_broken(r->up)) {
-        run_relay_kill(r, muster_strerror(rc));
+        char why[320];
+        snprintf(why, sizeof why, "%s: %s", muster_strerror(rc), muster_last_error(r->up));
+        run_relay_kill(r, why);
         return;
     }
     /* A failover handle answers MUSTER_ECONN for an add, compare_set or append that may or may not
@@ -420,8 +422,11 @@ static void run_relay_upstream(struct run_relay *r, short revents)
         ev |= MUSTER_ASYNC_WRITE;
     /* A failover handle reconnects inside a later call to this when its timeout says so. */
     int rc = muster_async_handle(r->up, ev);
-    if (rc != MUSTER_OK && !r->failover)
-        run_relay_kill(r, muster_strerror(rc));
+    if (rc != MUSTER_OK && !r->failover) {
+        char why[320];
+        snprintf(why, sizeof why, "%s: %s", muster_strerror(rc), muster_last_error(r->up));
+        run_relay_kill(r, why);
+    }
     run_relay_watch_events(r);
 }
 
@@ -576,8 +581,9 @@ static void run_relay_report(const struct run_relay *r)
     if (s->adds_combined | s->gets_combined | s->waits_joined)
         fprintf(stderr,
                 RUN_TAG "relay %s: requests %" PRIu64 ", upstream calls %" PRIu64 ", combined: adds %" PRIu64
-                        ", gets %" PRIu64 ", waits %" PRIu64 "\n",
-                r->prefix, s->requests, s->upstream_ops, s->adds_combined, s->gets_combined, s->waits_joined);
+                        ", gets %" PRIu64 ", waits %" PRIu64 " (joined in flight %" PRIu64 ")\n",
+                r->prefix, s->requests, s->upstream_ops, s->adds_combined, s->gets_combined, s->waits_joined,
+                s->joined_inflight);
     if (!(s->bad_request | s->limit_key | s->limit_keys | s->limit_request | s->limit_conns | s->limit_output |
           s->unsupported | s->upstream_errors | s->request_timeout | s->limit_watches))
         return;

@@ -20,6 +20,7 @@ struct run_relay_stats {
     uint64_t watches, watch_callbacks;        /* WATCH_KEY registrations, callback frames sent */
     uint64_t upstream_ops;                    /* calls sent upstream */
     uint64_t adds_combined, gets_combined, waits_joined; /* requests that rode on another's call */
+    uint64_t joined_inflight;                 /* of those, gets and waits that joined a call already sent */
 };
 
 /* Flags of the relay (lim.max_value is UINT64_MAX: a value is bounded by the request alone). */
@@ -64,6 +65,7 @@ struct run_relay_conn {
     char **pkeys;                /* native keys of the parked request */
     size_t npkeys;
     int64_t world;               /* BARRIER: the count that releases it */
+    uint64_t wseq;               /* its last write upstream while unanswered (its run_relay.upseq), or 0 */
     uint64_t partial_ms;         /* when the request now incomplete began (monotonic ms), or 0 */
 };
 
@@ -97,6 +99,8 @@ struct run_relay {
     size_t nwatches;               /* their registrations */
     uint64_t dropped;              /* muster_events_dropped() when last seen */
     size_t npromised;              /* connections holding a promised queue value (conn->promised) */
+    uint64_t upseq;                /* upstream calls numbered in the order they were sent (writes and combined
+                                    * calls; run_relay_comb.c) */
     struct run_relay_stats st;
 };
 
@@ -141,6 +145,11 @@ int run_relay_comb_get(struct run_relay *r, struct run_relay_conn *c, struct run
 /* Park c's WAIT (at_least 0: until its keys c->pkeys are present) or BARRIER (until its one key counts
  * at_least) at musterd; released by the wait's answer; 0, or -1 with c closed. */
 int run_relay_comb_park(struct run_relay *r, struct run_relay_conn *c, int64_t at_least);
+/* c sends a write of native key k upstream now: no get or wait of k sent before it is joined any more, nor, by
+ * c's later requests until its answer comes, any call sent before it; the write's number. */
+uint64_t run_relay_comb_wrote(struct run_relay *r, struct run_relay_conn *c, const char *k);
+/* The answer of c's write numbered seq (0: none) came. */
+void run_relay_comb_write_done(struct run_relay_conn *c, uint64_t seq);
 /* Send the batch holding c's last request, before c's next request goes upstream. */
 void run_relay_comb_flush_conn(struct run_relay *r, struct run_relay_conn *c);
 /* The loop turn ends: send every batch gathered in it. */

@@ -1,8 +1,9 @@
 /*
  * What the relay combines, and where it parks: requests of the node's
  * workers for the same key that can ride on one upstream call and still
- * get, each of them, the answer musterd would have given it alone
- * (docs/launcher.md, "what the relay combines").
+ * get, each of them, the answer musterd would have given it alone (a get
+ * or wait that joins a call in flight: had it reached musterd up to one
+ * round trip sooner; docs/launcher.md, "what the relay combines").
  *
  *   - ADD (and BARRIER's count): while two adds of a key are in flight,
  *     the adds of that key that arrive wait in one batch, sent as a single
@@ -12,17 +13,27 @@
  *     would have seen had the adds run one after another at that point.
  *     An add whose delta would make the batch's sum overflow int64 goes on
  *     its own, and a batch that overflows at musterd is sent again add by
- *     add: only the add that overflows fails, as it would one by one.
- *   - GET: likewise, the gets of a key that arrive while two are in flight
- *     wait for a later call, so every get reads the store after it arrived
- *     (never an answer read before it).
+ *     add: only the add that overflows fails, as it would one by one.  An
+ *     ADD of 0 (torch's barrier reading its count) that arrives while an add
+ *     of the key is in flight joins it, as a get would (below), and reads
+ *     the count after it.
+ *   - GET: a get of a key that arrives while a get of it is in flight
+ *     joins that call (run_relay_comb_ride): a node's workers asking in
+ *     different loop turns share it.  Not when a write of the key went
+ *     upstream after the call (it is sealed) or a write of the worker's own
+ *     sent after it is unanswered; then, as for adds, two are in flight and
+ *     later gets wait in a batch for a later call.  A joined get reads what
+ *     musterd held after its worker's writes and after everything the node
+ *     heard from the store before it came (musterd answers the connection
+ *     in order); only a write made elsewhere within the round trip that the
+ *     worker learnt of outside the store can be missed.
  *   - WAIT of one key, and BARRIER once its count is short: parked at
  *     musterd as a wait (WaitReq, with at_least for a count), so a write of
  *     the key from anywhere releases it and the relay watches nothing.
- *     While one wait of a key is in flight, later ones wait in a batch sent
- *     when it answers (or merged into its re-send after a timeout): like a
- *     get, every wait is looked at by musterd after it arrived.  A WAIT of
- *     several keys, or a count that differs from the batch's, parks alone.
+ *     Later waits of the key with the same count join the wait in flight
+ *     under the get's rules, or wait in a batch sent when it answers (or
+ *     merged into its re-send after a timeout).  A WAIT of several keys, or
+ *     a count that differs from the batch's, parks alone.
  *     A wait released by a queue push (TCPStore's queues: one waiter per
  *     push) releases one of the batch's workers; the others wait again.
  *
@@ -66,6 +77,7 @@ struct run_relay_batch {
     enum run_relay_comb_kind kind;
     int64_t sum;
     int64_t at_least;              /* a wait: the count that releases it (0: its keys present) */
+    uint64_t seq;                  /* its place among the upstream calls (r->upseq when sent) */
     size_t oidx;                   /* while open: its place in r->open */
     struct run_relay_member *m;
     size_t n, cap;
@@ -79,6 +91,9 @@ struct run_relay_key {
     unsigned inflight[COMB_KINDS];
     struct run_relay_batch *queued[COMB_KINDS];
     struct run_relay_batch *open[COMB_KINDS]; /* gathering this loop turn's requests (r->open) */
+    struct run_relay_batch *flying[COMB_KINDS]; /* the call of each kind sent last, while in flight and no
+                                                 * other write of the key was sent after it: later gets,
+                                                 * waits and adds of 0 join it */
     int64_t at_least;              /* the waits' count while one is in flight or queued */
     unsigned holds;                /* answers being handed out (a barrier short of its count parks on it) */
     char name[];
@@ -93,6 +108,17 @@ static uint32_t run_relay_comb_hash(const char *k)
     return h;
 }
 
+/* The entry of key k (hash h), or NULL when it has none. */
+static struct run_relay_key *run_relay_comb_find(const struct run_relay *r, const char *k, uint32_t h)
+{
+    if (!r->keys)
+        return NULL;
+    for (struct run_relay_key *e = r->keys[h % r->nbuckets]; e; e = e->next)
+        if (e->hash == h && strcmp(e->name, k) == 0)
+            return e;
+    return NULL;
+}
+
 /* The entry of key k, made when absent; NULL when out of memory. */
 static struct run_relay_key *run_relay_comb_key(struct run_relay *r, const char *k)
 {
@@ -102,10 +128,10 @@ static struct run_relay_key *run_relay_comb_key(struct run_relay *r, const char 
         r->nbuckets = RELAY_COMB_BUCKETS;
     }
     uint32_t h = run_relay_comb_hash(k);
+    struct run_relay_key *found = run_relay_comb_find(r, k, h);
+    if (found)
+        return found;
     struct run_relay_key **b = &r->keys[h % r->nbuckets];
-    for (struct run_relay_key *e = *b; e; e = e->next)
-        if (e->hash == h && strcmp(e->name, k) == 0)
-            return e;
     size_t len = strlen(k);
     struct run_relay_key *e = calloc(1, sizeof *e + len + 1);
     if (!e)
@@ -200,14 +226,62 @@ static int run_relay_comb_call(struct run_relay *r, struct run_relay_batch *b)
                              run_relay_comb_done, b);
 }
 
+/* No call of e's key sent so far may be joined any more: a write of the key goes upstream after them. */
+static void run_relay_comb_seal(struct run_relay_key *e)
+{
+    if (e)
+        e->flying[COMB_ADD] = e->flying[COMB_GET] = e->flying[COMB_WAIT] = NULL;
+}
+
+/* b went upstream: number it; it becomes the call of its kind that later requests of its key join, and an
+ * add, a write, seals the key's others and is its members' write in flight. */
+static void run_relay_comb_sent(struct run_relay *r, struct run_relay_batch *b)
+{
+    struct run_relay_key *e = b->key;
+    b->seq = ++r->upseq;
+    if (e)
+        e->inflight[b->kind]++;
+    if (b->kind == COMB_ADD) {
+        run_relay_comb_seal(e);
+        for (size_t i = 0; i < b->n; i++)
+            b->m[i].c->wseq = b->seq;
+    }
+    if (e)
+        e->flying[b->kind] = b;
+}
+
+/* An add's answer came: it is no longer its members' write in flight (run_relay_comb_ride). */
+static void run_relay_comb_landed(const struct run_relay_batch *b)
+{
+    for (size_t i = 0; b->kind == COMB_ADD && i < b->n; i++)
+        if (b->m[i].c->wseq == b->seq)
+            b->m[i].c->wseq = 0;
+}
+
+/* c sends a write of native key k upstream now: no get or wait of k sent before it may be joined any more, nor,
+ * by c's later requests until its answer comes, any call sent before it; its number (run_relay_comb_landed's
+ * counterpart for the ops: run_relay_comb_write_done). */
+uint64_t run_relay_comb_wrote(struct run_relay *r, struct run_relay_conn *c, const char *k)
+{
+    c->wseq = ++r->upseq;
+    run_relay_comb_seal(run_relay_comb_find(r, k, run_relay_comb_hash(k)));
+    return c->wseq;
+}
+
+/* The answer of c's write numbered seq came: it is no longer c's write in flight. */
+void run_relay_comb_write_done(struct run_relay_conn *c, uint64_t seq)
+{
+    if (seq && c->wseq == seq)
+        c->wseq = 0;
+}
+
 /* Send b upstream as one of its key's calls in flight; on failure its members' connections are closed. */
 static void run_relay_comb_send(struct run_relay *r, struct run_relay_batch *b)
 {
     int rc = run_relay_comb_call(r, b);
     r->st.upstream_ops++;
     if (rc == MUSTER_OK) {
-        if (b->key)
-            b->key->inflight[b->kind]++;
+        run_relay_comb_sent(r, b);
         return;
     }
     for (size_t i = 0; i < b->n; i++)
@@ -330,6 +404,9 @@ static void run_relay_comb_done(muster_t *m, const muster_reply *rep, void *arg)
     struct run_relay *r = b->r;
     struct run_relay_key *e = b->key;
     enum run_relay_comb_kind kind = b->kind;
+    if (e && e->flying[kind] == b)
+        e->flying[kind] = NULL;
+    run_relay_comb_landed(b);
     if (r->closing) {
         run_relay_comb_drop(b);
         return;
@@ -364,10 +441,11 @@ static void run_relay_comb_done(muster_t *m, const muster_reply *rep, void *arg)
             count += (uint64_t)mb->delta;
             if (!run_relay_comb_live(mb))
                 continue;
-            if (!ok)
+            if (!ok) {
                 run_relay_upstream_failed(r, mb->c, run_relay_comb_name(mb, kind), rep->err, rep->detail);
-            else
-                run_relay_comb_answer(r, b, mb, rep, (int64_t)count);
+                continue;
+            }
+            run_relay_comb_answer(r, b, mb, rep, (int64_t)count);
         }
         run_relay_comb_drop(b);
     }
@@ -468,6 +546,30 @@ void run_relay_comb_flush(struct run_relay *r)
     r->nopen = 0;
 }
 
+/* Join member m to e's call of kind in flight, when it may: a get, a wait counting to the same at_least, or an
+ * ADD of 0 (torch's barrier reading its count: it reads the count after the add in flight, as a get would);
+ * no other write of the key was sent after it (a write seals it), and no write of m's connection sent after it
+ * is still unanswered.  So a node's workers asking one key in different loop turns share one call.  The answer
+ * read is
+ * one musterd gave after every write of the worker and everything the node heard from the store before the
+ * request came: musterd answers the one connection in order, so a call that musterd answered before any of
+ * those is answered here before it too, and is no longer in flight.  1 when joined, 0 when it may not, -1 with
+ * m's connection closed. */
+static int run_relay_comb_ride(struct run_relay *r, struct run_relay_key *e, enum run_relay_comb_kind kind,
+                               const struct run_relay_member *m)
+{
+    struct run_relay_batch *f = e->flying[kind];
+    if (!f || (m->c->wseq && m->c->wseq >= f->seq) || (kind == COMB_WAIT && f->at_least != m->world) ||
+        (kind == COMB_ADD && (m->delta != 0 || !m->s)))
+        return 0;
+    if (run_relay_comb_join(f, m) != 0) {
+        run_relay_close(r, m->c, "out of memory");
+        return -1;
+    }
+    r->st.joined_inflight++;
+    return 1;
+}
+
 /* Put member m in e's batch of kind gathering this turn's requests (sent when the turn ends), or, with
  * RELAY_COMB_DEPTH calls of it in flight, in the batch waiting for one of them to answer; 0, or -1 with m's
  * connection closed. */
@@ -479,6 +581,9 @@ static int run_relay_comb_submit(struct run_relay *r, const char *k, enum run_re
         run_relay_close(r, m->c, "out of memory");
         return -1;
     }
+    int rode = run_relay_comb_ride(r, e, kind, m);
+    if (rode)
+        return rode > 0 ? 0 : -1;
     int busy = e->inflight[kind] || e->queued[kind] || e->open[kind];
     if (kind == COMB_WAIT && busy && e->at_least != m->world) {
         run_relay_comb_forget(r, e);

@@ -111,12 +111,22 @@ struct run_relay_call {
     struct run_relay_slot *s; /* its reply, or NULL (no reply) */
     int op;                   /* the TCPStore op */
     uint64_t pseq;
+    uint64_t wseq;            /* a write: its number (run_relay_comb_wrote), or 0 */
     /* GETNUMKEYS and LIST_KEYS: the pages read so far */
     struct tscodec_out keys;
     int64_t count;
 };
 
-/* A call for c (answering into s), holding c until it completes; NULL (c closed) when out of memory. */
+/* Whether op may change its key (ADD and BARRIER are numbered by run_relay_comb.c; APPEND, QUEUE_PUSH and
+ * MULTI_SET are tagged TS_SET). */
+static int run_relay_ops_writes(int op)
+{
+    return op == TS_SET || op == TS_APPEND || op == TS_COMPARE_SET || op == TS_DELETE_KEY || op == TS_QUEUE_PUSH ||
+           op == TS_QUEUE_POP;
+}
+
+/* A call for c (answering into s), holding c until it completes (a write: as c's write in flight, numbered
+ * just before); NULL (c closed) when out of memory. */
 static struct run_relay_call *run_relay_ops_call(struct run_relay *r, struct run_relay_conn *c,
                                                  struct run_relay_slot *s, int op)
 {
@@ -125,15 +135,16 @@ static struct run_relay_call *run_relay_ops_call(struct run_relay *r, struct run
         run_relay_close(r, c, "out of memory");
         return NULL;
     }
-    *k = (struct run_relay_call){r, c, s, op, c->pseq, {0}, 0};
+    *k = (struct run_relay_call){r, c, s, op, c->pseq, run_relay_ops_writes(op) ? c->wseq : 0, {0}, 0};
     c->refs++;
     r->st.upstream_ops++;
     return k;
 }
 
-/* Let go of a call. */
+/* Let go of a call (a write's answer came, or it never will). */
 static void run_relay_ops_call_free(struct run_relay_call *k)
 {
+    run_relay_comb_write_done(k->c, k->wseq);
     k->c->refs--;
     free(k->keys.p);
     free(k);
@@ -216,6 +227,8 @@ static void run_relay_ops_single(struct run_relay *r, struct run_relay_conn *c, 
         return;
     }
     struct run_relay_call *call = NULL;
+    if (run_relay_ops_writes(q->op))
+        run_relay_comb_wrote(r, c, k);
     switch (q->op) {
     case TS_SET:
         if ((call = run_relay_ops_call(r, c, NULL, TS_SET)))
@@ -328,6 +341,7 @@ static void run_relay_ops_multi_set(struct run_relay *r, struct run_relay_conn *
         for (size_t i = 0; i < q->n; i++) {
             vals[i] = q->vals[i];
             lens[i] = q->vlens[i];
+            run_relay_comb_wrote(r, c, keys[i]);
         }
         struct run_relay_call *k = run_relay_ops_call(r, c, NULL, TS_SET);
         if (k)
