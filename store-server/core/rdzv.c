@@ -223,14 +223,12 @@ static struct rdzv_set *rdzv_queue_set(struct rdzv *rz, enum rdzv_queue q)
     return q == RDZV_Q_RECOVER ? &rz->rec : q == RDZV_Q_STANDBY ? &rz->standbys : &rz->round;
 }
 
-/* Take a node out of its queue and release its parked request (no reply here). */
-void rdzv_unpark(struct rdzv_node *n)
+/* Release a parked node's request and its queue's bookkeeping, leaving its entry in the queue's set for the
+ * caller to remove (n->queue becomes RDZV_Q_NONE); the queue it was in. */
+static enum rdzv_queue rdzv_unpark_keep(struct rdzv_node *n)
 {
-    if (!n->joining)
-        return;
     enum rdzv_queue was = n->queue;
     rdzv_release(n);
-    rdzv_set_del(rdzv_queue_set(n->rz, was), n);
     if (was == RDZV_Q_ROUND)
         HASH_DELETE(hh_round, n->rz->round_ids, n);
     if (was == RDZV_Q_ROUND && n->generation && n->generation == n->rz->generation && n->rz->round_members)
@@ -238,6 +236,34 @@ void rdzv_unpark(struct rdzv_node *n)
     n->queue = RDZV_Q_NONE;
     if (was == RDZV_Q_RECOVER)
         rdzv_recover_moved(n->rz, n, -1);
+    return was;
+}
+
+/* Take a node out of its queue and release its parked request (no reply here). */
+void rdzv_unpark(struct rdzv_node *n)
+{
+    if (n->joining)
+        rdzv_set_del(rdzv_queue_set(n->rz, rdzv_unpark_keep(n)), n);
+}
+
+/* Take every node of nodes out of its queue, as rdzv_unpark does, but drop the entries from each queue's set
+ * in one ordered pass: n removals one by one cost O(n^2) searches and moves (a recovery's set is in arrival
+ * order, its answer in rank order). */
+static void rdzv_unpark_all(struct rdzv *rz, const struct rdzv_set *nodes)
+{
+    int touched[RDZV_Q_STANDBY + 1] = {0};
+    for (size_t i = 0; i < nodes->n; i++)
+        if (nodes->v[i]->joining)
+            touched[rdzv_unpark_keep(nodes->v[i])] = 1;
+    for (int q = RDZV_Q_ROUND; q <= RDZV_Q_STANDBY; q++) {
+        struct rdzv_set *s = rdzv_queue_set(rz, (enum rdzv_queue)q);
+        size_t j = 0;
+        for (size_t i = 0; touched[q] && i < s->n; i++)
+            if (s->v[i]->queue == (enum rdzv_queue)q)   /* the unparked are RDZV_Q_NONE now */
+                s->v[j++] = s->v[i];
+        if (touched[q])
+            s->n = j;
+    }
 }
 
 /* Drop joiners whose owner is already going away (a closing connection): they cannot be members. */
@@ -343,8 +369,7 @@ static void rdzv_form_unique(struct rdzv *rz, struct rdzv_set *nodes)
 void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t prev)
 {
     rdzv_form_unique(rz, nodes);
-    for (size_t i = 0; i < nodes->n; i++)
-        rdzv_unpark(nodes->v[i]);
+    rdzv_unpark_all(rz, nodes);
     if (!keep_order)
         qsort(nodes->v, nodes->n, sizeof *nodes->v, rdzv_cmp);
     /* Joins checked local_world_size * max_nodes <= UINT32_MAX, so the sum fits. */
