@@ -132,6 +132,16 @@ void hr_show(const struct hr_launcher *l, int failures_before)
         printf("---- %s ----\n%s---- end ----\n", l->err, hr_slurp(l->err, buf, sizeof buf));
 }
 
+/* Create the empty file $OUT/name (a signal to the workers); 0, or -1 (a failed check) when it cannot be. */
+int hr_touch(const char *name)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", hr_out_dir, name);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    return f && fclose(f) == 0 ? 0 : -1;
+}
+
 /* Whether $OUT/name exists, waiting up to ms for it. */
 int hr_await_file(const char *name, int ms)
 {

@@ -43,5 +43,7 @@ const char *hr_out_file(const char *name, char *buf, size_t n);
 void hr_show(const struct hr_launcher *l, int failures_before);
 /* Whether $OUT/name exists, waiting up to ms for it. */
 int hr_await_file(const char *name, int ms);
+/* Create the empty file $OUT/name (a signal to the workers); 0, or -1 (a failed check) when it cannot be. */
+int hr_touch(const char *name);
 
 #endif

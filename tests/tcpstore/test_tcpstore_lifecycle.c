@@ -150,17 +150,6 @@ static void t_held_over_bound(void *arg)
     CHECK_EQ(h_stop(&d), 0);
 }
 
-/* Send a WAIT on one key. */
-static void send_wait(int fd, const char *key)
-{
-    struct tsw_buf b = {0};
-    tsw_u8(&b, TSW_WAIT);
-    tsw_u64(&b, 1);
-    tsw_str(&b, key);
-    CHECK_EQ(tsw_send(fd, &b), 0);
-    tsw_free(&b);
-}
-
 /* Send the first bytes of a SET (4 of its key's 10 bytes), then nothing. */
 static void send_half_set(int fd)
 {
@@ -189,7 +178,7 @@ static void t_timeouts(void *arg)
     int idle = tsw_open(port), parked = tsw_open(port), half = tsw_open(port), silent = tsw_connect(port);
     int64_t t0 = h_now_ms();
     CHECK_EQ(tsw_req(idle, TSW_SET, "/idle", "1", NULL), 0);
-    send_wait(parked, "/later");
+    CHECK_EQ(tsw_send_wait(parked, "/later"), 0);
     send_half_set(half);
     CHECK(tsw_closed(idle, 3 * MS));
     CHECK(tsw_closed(half, 3 * MS));
@@ -223,7 +212,7 @@ static void t_idle_after_wait(void *arg)
     if (!port)
         return;
     int parked = tsw_open(port);
-    send_wait(parked, "/answered");
+    CHECK_EQ(tsw_send_wait(parked, "/answered"), 0);
     /* Past the first idle deadline (the timer finds the WAIT parked), short of the second one. */
     CHECK(tsw_quiet(parked, MS * 5 / 3));
     int setter = tsw_open(port);

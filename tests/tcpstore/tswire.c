@@ -150,6 +150,18 @@ int tsw_req(int fd, int type, ...)
     return rc;
 }
 
+/* Send a WAIT of one key; 0, or -1 when the peer is gone. */
+int tsw_send_wait(int fd, const char *key)
+{
+    struct tsw_buf b = {0};
+    tsw_u8(&b, TSW_WAIT);
+    tsw_u64(&b, 1);
+    tsw_str(&b, key);
+    int rc = tsw_send(fd, &b);
+    tsw_free(&b);
+    return rc;
+}
+
 /* Read exactly n bytes within timeout_ms; 0 on success. */
 int tsw_read(int fd, void *buf, size_t n, int timeout_ms)
 {

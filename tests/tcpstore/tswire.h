@@ -80,6 +80,8 @@ int tsw_req(int fd, int type, ...);
 
 /* Read exactly n bytes within timeout_ms; 0 on success. */
 int tsw_read(int fd, void *buf, size_t n, int timeout_ms);
+/* Send a WAIT of one key; 0, or -1 when the peer is gone. */
+int tsw_send_wait(int fd, const char *key);
 /* Read one byte reply; -1 when none came. */
 int tsw_byte(int fd, int timeout_ms);
 /* Read a little-endian i64 reply; *ok says whether it came. */
