@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <muster/rdzv.h>
+
 #include "hclient.h"
 #include "hhttp.h"
 #include "raw.h"
@@ -63,6 +65,14 @@ static void t_trusted(void *arg)
     muster_t *plain = hc_connect(&d, "secure", NULL);
     HC_EXPECT(plain, "k", "over tls");
     muster_close(plain);
+    /* A join's member list is a block shared by reference: it goes through OpenSSL's buffers too. */
+    muster_rdzv_opts o = {.node_id = "tls-node", .local_world_size = 2, .min_nodes = 1, .max_nodes = 1,
+                          .want_members = 1};
+    muster_assignment *a = NULL;
+    CHECK_EQ(muster_rdzv_join(m, &o, &a, 5000), MUSTER_OK);
+    CHECK(a && a->n_members == 1 && strcmp(a->members[0].node_id, "tls-node") == 0 &&
+          a->members[0].local_world_size == 2 && a->world_size == 2);
+    muster_assignment_free(a);
     muster_close(m);
 }
 
