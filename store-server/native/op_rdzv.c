@@ -45,25 +45,25 @@ static struct shared_bytes *op_rdzv_members_pack(struct server *srv, const struc
     const ProtobufCMessageDescriptor *ad = &muster__assignment__descriptor;
     size_t n = as->n_members, total = 0;
     Muster__Member *mv = calloc(n, sizeof *mv);
-    if (!mv)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
+    size_t *len = calloc(n, sizeof *len);   /* each member's packed size, taken once */
+    struct shared_bytes *b = NULL;
+    for (size_t i = 0; mv && len && i < n; i++) {
         muster__member__init(&mv[i]);
         mv[i].node_id = (char *)as->members[i].id;
         mv[i].node_rank = as->members[i].node_rank;
         mv[i].rank_start = as->members[i].rank_start;
         mv[i].local_world_size = as->members[i].local_world_size;
         mv[i].old_node_rank = as->members[i].old_rank;
-        size_t len = muster__member__get_packed_size(&mv[i]);
-        total += pbuf_put_len_key(NULL, ad, "members", len) + len;
+        len[i] = muster__member__get_packed_size(&mv[i]);
+        total += pbuf_put_len_key(NULL, ad, "members", len[i]) + len[i];
     }
-    struct shared_bytes *b = shared_bytes_new(srv, total, -1);
-    uint8_t *p = b ? shared_bytes_data(b) : NULL;
+    uint8_t *p = mv && len && (b = shared_bytes_new(srv, total, -1)) ? shared_bytes_data(b) : NULL;
     for (size_t i = 0; p && i < n; i++) {
-        p += pbuf_put_len_key(p, ad, "members", muster__member__get_packed_size(&mv[i]));
+        p += pbuf_put_len_key(p, ad, "members", len[i]);
         p += muster__member__pack(&mv[i], p);
     }
     free(mv);
+    free(len);
     return b;
 }
 
