@@ -356,6 +356,7 @@ void conn_free(muster_t *m)
     wire_clear(m);
     event_clear(m);
     event_watch_clear(m);
+    wire_free(m->armed_resp);
     if (m->sync_ready) {
         close(m->wake_fd);
         pthread_mutex_destroy(&m->lock);

@@ -399,7 +399,7 @@ int flight_submit(muster_t *m, Muster__Request *req, uint32_t timeout_ms, flight
     f->fn = fn;
     f->arg = arg;
     f->started_us = deadline_now_us();
-    f->deadline = deadline_after((uint64_t)timeout_ms + CALL_GRACE_MS);
+    f->deadline = timeout_ms == FLIGHT_FOREVER ? UINT64_MAX : deadline_after((uint64_t)timeout_ms + CALL_GRACE_MS);
     if (m->url.failover) {
         f->req_len = muster__request__get_packed_size(req);
         f->req = malloc(f->req_len ? f->req_len : 1);
@@ -527,9 +527,15 @@ void flight_signal(muster_t *m, int *count)
 {
     flight_lock(m);
     (*count)--;
+    flight_broadcast(m);
+    flight_unlock(m);
+}
+
+/* Wake whoever waits on the handle; see internal.h. */
+void flight_broadcast(muster_t *m)
+{
     pthread_cond_broadcast(&m->cond);
     flight_wake(m);
-    flight_unlock(m);
 }
 
 /* Complete every call in flight with MUSTER_ECANCELED and refuse new ones. */

@@ -55,6 +55,8 @@
 /* Added to a call's timeout for the client-side deadline, so the server's
  * TIMEOUT reply to a blocking op normally arrives before the client gives up. */
 #define CALL_GRACE_MS 1000u
+/* flight_submit's timeout_ms for a call with no client deadline (an armed recovery, rdzv.c). */
+#define FLIGHT_FOREVER UINT32_MAX
 /* Per-call default when neither the options nor the URL set one. */
 #define CALL_DEFAULT_TIMEOUT_MS 30000u
 /* Largest server frame accepted after the hello; a reply this large means a
@@ -133,6 +135,15 @@ struct muster {
     int rdzv_lost;                 /* membership ended by a reconnect: heartbeat says ESTALE */
     uint64_t rdzv_generation;
     char rdzv_node[128];
+    /* An armed recovery (rdzv.c, muster_rdzv_arm): the arming its call in flight belongs to (0: none),
+     * whether that call's answer is still to come, and its outcome once it came. */
+    uint64_t armed_seq;
+    uint64_t armed_made;           /* armings so far (each call's id for its callback) */
+    int armed_pending;
+    int armed_rc;
+    uint64_t armed_generation;
+    Muster__Response *armed_resp;
+    char armed_detail[256];
 
     uint64_t next_id;
     uint64_t session_id;
@@ -334,6 +345,8 @@ int flight_submit(muster_t *m, Muster__Request *req, uint32_t timeout_ms, flight
 int flight_wait(muster_t *m, int (*ready)(muster_t *m, void *arg), void *arg, uint64_t deadline);
 /* Decrement *count under the lock and wake the waiters (completion functions of waiting callers). */
 void flight_signal(muster_t *m, int *count);
+/* Wake whoever waits on the handle (a waiter's condition changed); called with the lock held. */
+void flight_broadcast(muster_t *m);
 /* Do the socket work that revents (poll bits, 0 for none) allows, complete
  * calls and run their callbacks; the caller holds no lock. */
 void flight_handle(muster_t *m, short revents);

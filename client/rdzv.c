@@ -1,5 +1,6 @@
 /* libmuster rendezvous calls: join (blocking, server-enforced deadline), heartbeat, leave. */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,35 +82,33 @@ static void rdzv_remember(muster_t *m, const muster_assignment *a)
     memcpy(m->rdzv_node, a->node_id, sizeof m->rdzv_node);
 }
 
-/* Send a join (recover: the recovery round) and wait for its assignment; *out is caller-owned. */
-static int rdzv_join_as(muster_t *m, const muster_rdzv_opts *opts, int recover, muster_assignment **out,
-                        uint32_t timeout_ms)
+/* Fill a join request from opts (recover: the recovery round); MUSTER_OK, or MUSTER_EINVAL with the error
+ * set.  The request's strings point into opts. */
+static int rdzv_join_fill(muster_t *m, const muster_rdzv_opts *opts, int recover, uint32_t timeout_ms,
+                          Muster__RdzvJoinReq *join)
 {
-    if (!m || !opts || !out)
-        return MUSTER_EINVAL;
-    *out = NULL;
     if (opts->local_world_size < 1 || opts->min_nodes < 1 || opts->max_nodes < opts->min_nodes)
         return error_set(m, MUSTER_EINVAL, "need local_world_size >= 1 and 1 <= min_nodes <= max_nodes");
     if (opts->node_id && strlen(opts->node_id) >= sizeof((muster_assignment *)0)->node_id)
         return error_set(m, MUSTER_EINVAL, "node_id longer than 127 bytes");
-    Muster__RdzvJoinReq join = MUSTER__RDZV_JOIN_REQ__INIT;
-    join.node_id = (char *)(opts->node_id ? opts->node_id : "");
-    join.local_world_size = opts->local_world_size;
-    join.min_nodes = opts->min_nodes;
-    join.max_nodes = opts->max_nodes;
-    join.last_call_ms = opts->last_call_ms;
-    join.want_members = opts->want_members != 0;
-    join.standby = opts->standby != 0 && !recover;
-    join.recover = recover != 0;
-    join.timeout_ms = call_timeout(m, timeout_ms);
-    Muster__Request req = MUSTER__REQUEST__INIT;
-    req.op_case = MUSTER__REQUEST__OP_RDZV_JOIN;
-    req.rdzv_join = &join;
-    Muster__Response *resp;
-    int rc = call_run(m, &req, &resp, join.timeout_ms);
-    if (rc != MUSTER_OK)
-        return rc;
-    if (!resp->rdzv_join->assignment)
+    *join = (Muster__RdzvJoinReq)MUSTER__RDZV_JOIN_REQ__INIT;
+    join->node_id = (char *)(opts->node_id ? opts->node_id : "");
+    join->local_world_size = opts->local_world_size;
+    join->min_nodes = opts->min_nodes;
+    join->max_nodes = opts->max_nodes;
+    join->last_call_ms = opts->last_call_ms;
+    join->want_members = opts->want_members != 0;
+    join->standby = opts->standby != 0 && !recover;
+    join->recover = recover != 0;
+    join->timeout_ms = timeout_ms;
+    return MUSTER_OK;
+}
+
+/* Turn a join's response into the caller's assignment and note the membership; frees resp. */
+static int rdzv_answered(muster_t *m, Muster__Response *resp, muster_assignment **out)
+{
+    int rc;
+    if (!resp->rdzv_join || !resp->rdzv_join->assignment)
         rc = error_set(m, MUSTER_EPROTO, "join answered without an assignment");
     else
         rc = rdzv_convert(m, resp->rdzv_join->assignment, out);
@@ -119,12 +118,125 @@ static int rdzv_join_as(muster_t *m, const muster_rdzv_opts *opts, int recover, 
     return rc;
 }
 
+/* Forget an armed recovery: its answer, or the answer still to come (its callback then ignores it). */
+static void rdzv_disarm(muster_t *m)
+{
+    flight_lock(m);
+    m->armed_seq = 0;
+    m->armed_pending = 0;
+    wire_free(m->armed_resp);
+    m->armed_resp = NULL;
+    flight_unlock(m);
+}
+
+/* Send a join (recover: the recovery round) and wait for its assignment; *out is caller-owned. */
+static int rdzv_join_as(muster_t *m, const muster_rdzv_opts *opts, int recover, muster_assignment **out,
+                        uint32_t timeout_ms)
+{
+    if (!m || !opts || !out)
+        return MUSTER_EINVAL;
+    *out = NULL;
+    Muster__RdzvJoinReq join;
+    int rc = rdzv_join_fill(m, opts, recover, call_timeout(m, timeout_ms), &join);
+    if (rc != MUSTER_OK)
+        return rc;
+    rdzv_disarm(m); /* a join replaces an armed recovery (the daemon answers that one CONFLICT) */
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_RDZV_JOIN;
+    req.rdzv_join = &join;
+    Muster__Response *resp;
+    rc = call_run(m, &req, &resp, join.timeout_ms);
+    return rc == MUSTER_OK ? rdzv_answered(m, resp, out) : rc;
+}
+
 /* Join the job's next round and wait (up to timeout_ms, server-enforced)
  * for its assignment; *out is caller-owned (muster_assignment_free). */
 int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
                      uint32_t timeout_ms)
 {
     return rdzv_join_as(m, opts, 0, out, timeout_ms);
+}
+
+/* The armed recovery's answer (or failure) arrived: keep it for muster_rdzv_recover, unless that arming
+ * was dropped or replaced meanwhile (the answer is then freed with the call). */
+static void rdzv_armed_done(muster_t *m, struct flight_result *r, void *arg)
+{
+    flight_lock(m);
+    if ((uint64_t)(uintptr_t)arg == m->armed_seq && m->armed_pending) {
+        m->armed_pending = 0;
+        m->armed_rc = r->rc;
+        m->armed_resp = r->rc == MUSTER_OK ? r->resp : NULL;
+        if (r->rc == MUSTER_OK)
+            r->resp = NULL;
+        snprintf(m->armed_detail, sizeof m->armed_detail, "%s", r->detail);
+        flight_broadcast(m);
+    }
+    flight_unlock(m);
+}
+
+/* Arm this member's recovery of its running generation; see rdzv.h. */
+int muster_rdzv_arm(muster_t *m, const muster_rdzv_opts *opts, uint32_t timeout_ms)
+{
+    if (!m || !opts)
+        return MUSTER_EINVAL;
+    if (!m->rdzv_member || m->rdzv_lost)
+        return error_set(m, MUSTER_ENOTMEMBER, "this handle is not a member of a generation: join first");
+    Muster__RdzvJoinReq join;
+    int rc = rdzv_join_fill(m, opts, 1, call_timeout(m, timeout_ms), &join);
+    if (rc != MUSTER_OK)
+        return rc;
+    join.armed = 1;
+    flight_lock(m);
+    if (m->armed_seq && m->armed_generation == m->rdzv_generation) {
+        flight_unlock(m);
+        return MUSTER_OK; /* armed already */
+    }
+    if (m->broken) { /* a failover would send it to a new connection, which is no member */
+        flight_unlock(m);
+        return error_set(m, MUSTER_ECONN, "the store connection is down: nothing to arm");
+    }
+    wire_free(m->armed_resp);
+    m->armed_resp = NULL;
+    uint64_t seq = ++m->armed_made;
+    m->armed_seq = seq;
+    m->armed_pending = 1;
+    m->armed_generation = m->rdzv_generation;
+    flight_unlock(m);
+    Muster__Request req = MUSTER__REQUEST__INIT;
+    req.op_case = MUSTER__REQUEST__OP_RDZV_JOIN;
+    req.rdzv_join = &join;
+    /* No client deadline: the daemon keeps it until the generation breaks, then times it out itself. */
+    rc = flight_submit(m, &req, FLIGHT_FOREVER, rdzv_armed_done, (void *)(uintptr_t)seq);
+    if (rc != MUSTER_OK)
+        rdzv_disarm(m);
+    return rc;
+}
+
+/* Whether the armed recovery was answered (under the lock). */
+static int rdzv_armed_ready(muster_t *m, void *arg)
+{
+    (void)arg;
+    return !m->armed_pending;
+}
+
+/* Wait up to timeout_ms for the armed recovery's answer and take it. */
+static int rdzv_armed_take(muster_t *m, muster_assignment **out, uint32_t timeout_ms)
+{
+    uint32_t ms = call_timeout(m, timeout_ms);
+    if (flight_wait(m, rdzv_armed_ready, NULL, deadline_after((uint64_t)ms + CALL_GRACE_MS)) != MUSTER_OK)
+        return error_set(m, MUSTER_ETIMEDOUT, "the armed recovery was not answered within %u ms", ms);
+    flight_lock(m);
+    Muster__Response *resp = m->armed_resp;
+    int rc = m->armed_rc;
+    char detail[sizeof m->armed_detail];
+    memcpy(detail, m->armed_detail, sizeof detail);
+    m->armed_resp = NULL;
+    m->armed_seq = 0;
+    flight_unlock(m);
+    if (rc != MUSTER_OK)
+        return error_set(m, rc, "%s", detail);
+    m->last_error[0] = '\0';
+    return rdzv_answered(m, resp, out);
 }
 
 /* Join the recovery round of this handle's broken generation and wait for the agreed next one. */
@@ -136,6 +248,10 @@ int muster_rdzv_recover(muster_t *m, const muster_rdzv_opts *opts, muster_assign
     if (m && m->rdzv_lost)
         return error_set(m, MUSTER_EEXCLUDED, "the store connection was re-established (failover); this node "
                                               "cannot recover in place: join again as a newcomer");
+    if (m && opts && out && m->armed_seq && m->armed_generation == m->rdzv_generation) {
+        *out = NULL;
+        return rdzv_armed_take(m, out, timeout_ms);
+    }
     return rdzv_join_as(m, opts, 1, out, timeout_ms);
 }
 
@@ -187,6 +303,7 @@ static int rdzv_leave_as(muster_t *m, int finished, uint32_t timeout_ms)
     Muster__Request req = MUSTER__REQUEST__INIT;
     req.op_case = MUSTER__REQUEST__OP_RDZV_LEAVE;
     req.rdzv_leave = &leave;
+    rdzv_disarm(m); /* the daemon answers an armed recovery NOT_MEMBER once this node is gone */
     int rc = call_run_status(m, &req, call_timeout(m, timeout_ms));
     if (rc == MUSTER_OK || rc == MUSTER_ENOTMEMBER)
         m->rdzv_member = m->rdzv_lost = 0;

@@ -110,6 +110,14 @@ MUSTER_API int muster_rdzv_join(muster_t *m, const muster_rdzv_opts *opts, muste
  * a newcomer); MUSTER_ECONFLICT: the generation still runs; MUSTER_ETIMEDOUT: too few nodes to go on. */
 MUSTER_API int muster_rdzv_recover(muster_t *m, const muster_rdzv_opts *opts, muster_assignment **out,
                                    uint32_t timeout_ms);
+/* Arm this member's recovery while its generation runs: the recover join is sent now and parks at the
+ * daemon until the generation breaks, where it counts as this node's join of the recovery round (timeout_ms
+ * then counts from the break).  Returns at once (MUSTER_ENOTMEMBER: not a member; MUSTER_ECONN: the
+ * connection is down); arming twice for one generation is a no-op.  After MUSTER_EVENT_MEMBER_LOST,
+ * muster_rdzv_recover takes the armed call's answer instead of sending a join: when every survivor
+ * armed, the daemon agrees in the turn of the break and each survivor's recovery costs one message.
+ * muster_rdzv_join, leave and finish drop an armed recovery. */
+MUSTER_API int muster_rdzv_arm(muster_t *m, const muster_rdzv_opts *opts, uint32_t timeout_ms);
 /* Report that member node_id of this handle's generation failed (cause: free text, may be NULL).  A vote:
  * the generation breaks and that member is excluded once a second member reports it, or it reports
  * itself, or its heartbeats have been silent for half the heartbeat timeout; until then the vote is held

@@ -656,10 +656,25 @@ int rdzv_park(struct rdzv_node *n, enum rdzv_queue q, const struct rdzv_join_req
         HASH_ADD_KEYPTR(hh_round, rz->round_ids, n->id, strlen(n->id), n);
     if (q == RDZV_Q_RECOVER)
         rdzv_recover_moved(rz, n, 1);
-    rdzv_arm(rz, n->join_timer, core_timeout(core, j->timeout_ms));
+    n->armed_ms = j->timeout_ms;
+    int armed = q == RDZV_Q_RECOVER && rz->running; /* its deadline starts at the break */
+    if (!armed)
+        rdzv_arm(rz, n->join_timer, core_timeout(core, j->timeout_ms));
     rdzv_event(rz, RDZV_EV_JOINED, rz->generation + 1, n->id, strlen(n->id),
-               q == RDZV_Q_STANDBY ? "as a standby" : q == RDZV_Q_RECOVER ? "the recovery round" : NULL);
+               q == RDZV_Q_STANDBY ? "as a standby" : armed ? "the recovery round, armed" :
+               q == RDZV_Q_RECOVER ? "the recovery round" : NULL);
     return CORE_OK;
+}
+
+/* A member that armed its recovery (rdzv_recover.c) and now joins the plain round wants a new world
+ * instead: its armed join is answered CONFLICT and the join goes on. */
+static void rdzv_disarm_for_join(struct rdzv_node *n, const struct rdzv_join_req *j)
+{
+    if (!n->joining || n->queue != RDZV_Q_RECOVER || !n->rz->running || j->recover)
+        return;
+    uint64_t id = n->join_id;
+    rdzv_unpark(n);
+    rdzv_reply(n, id, CORE_CONFLICT, "the armed recovery was replaced by a join of the next round", NULL);
 }
 
 /* The node record of owner for a join j, checked; NULL with the status in *st and msg filled. */
@@ -673,7 +688,7 @@ static struct rdzv_node *rdzv_joiner(struct ns *ns, const struct rdzv_owner *own
         snprintf(msg, len, "a join is either a recovery or a standby, not both"), *st = CORE_BAD_REQUEST;
     else if (!(n = rdzv_node_of(ns, owner)))
         snprintf(msg, len, "out of memory"), *st = CORE_INTERNAL;
-    else if (n->joining)
+    else if (rdzv_disarm_for_join(n, j), n->joining)
         snprintf(msg, len, "a join is already pending on this connection"), *st = CORE_BAD_REQUEST;
     else if (!j->recover)
         *st = rdzv_join_fits(n->rz, j, msg, len);

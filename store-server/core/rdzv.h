@@ -152,6 +152,7 @@ struct rdzv_join_req {
     int want_members;
     int recover; /* join the latest generation's recovery round (this node was a member) */
     int standby; /* wait as a standby */
+    int armed;   /* with recover, while the generation runs: park until it breaks (RdzvJoinReq.armed) */
 };
 
 /* How the core talks to whoever owns a node (a connection of the native protocol). */

@@ -38,6 +38,7 @@ struct rdzv_node {
     uint64_t seq;                  /* when it was parked (arrival order, the longest-waiting first) */
     uint64_t join_id;              /* the parked request */
     struct core_timer *join_timer;
+    uint32_t armed_ms;             /* an armed recovery's timeout_ms, counted from the break */
     uint64_t generation;           /* of its latest membership; 0 = never a member */
     uint32_t node_rank, rank_start;
     uint32_t old_rank;             /* its rank in the generation before (recovery rounds), or RDZV_NO_RANK */
@@ -94,6 +95,7 @@ struct rdzv {
     size_t rec_missing;        /* survivors of the latest generation not in it (neither lost nor joined) */
     unsigned rec_extended;     /* times another loss extended it */
     struct core_timer *rec_timer; /* its deadline */
+    struct core_timer *rec_defer; /* the end of the turn of a break with armed members (rdzv_recover.c) */
     uint64_t rec_deadline_ms;  /* that deadline as wall-clock time (for status pages) */
     uint64_t gone_gen;         /* the generation the gone list is about */
     struct rdzv_gone *gone;    /* its members lost so far, in order of loss */
@@ -164,6 +166,8 @@ int rdzv_recover_join(struct rdzv_node *n, const struct rdzv_join_req *j, uint64
 void rdzv_recover_moved(struct rdzv *rz, const struct rdzv_node *n, int joined);
 /* A member of the latest generation was lost while its recovery round may be open. */
 void rdzv_recover_lost(struct rdzv *rz);
+/* The latest generation just broke: open its recovery round for the members that armed theirs. */
+void rdzv_recover_open_armed(struct rdzv *rz);
 /* A node arrived that a recovery round could admit (a newcomer or a standby): it may close now. */
 void rdzv_recover_check(struct rdzv *rz);
 /* Free the recovery round's timer (at exit). */

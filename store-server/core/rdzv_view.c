@@ -73,7 +73,7 @@ static void rdzv_view_of(const struct rdzv_node *n, uint64_t now, struct rdzv_no
         .seen_age_ms = n->seen_ms && now > n->seen_ms ? now - n->seen_ms : 0,
         .lost = n->lost,
         .broke = n->lost && n->broke,
-        .recovering = n->joining && n->queue == RDZV_Q_RECOVER,
+        .recovering = n->joining && n->queue == RDZV_Q_RECOVER && !n->rz->running, /* armed ones wait */
         .joining = n->joining && n->queue == RDZV_Q_ROUND,
         .standby = n->joining && n->queue == RDZV_Q_STANDBY,
     };

@@ -75,6 +75,7 @@
     X(RDZV_PARKED_JOINS, "rdzv_parked_joins")             \
     X(RDZV_RECOVERIES, "rdzv_recoveries")                 \
     X(RDZV_RECOVERY_FAILED, "rdzv_recovery_failed")       \
+    X(RDZV_ARMED, "rdzv_armed_recover_joins")             \
     X(RDZV_EXCLUDED, "rdzv_excluded")                     \
     X(RDZV_BAD_RECOVER, "rdzv_bad_recover_joins")         \
     X(RDZV_REPORTS, "rdzv_reports")                       \

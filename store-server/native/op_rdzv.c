@@ -219,7 +219,8 @@ void op_rdzv_join(struct conn *c, Muster__Request *req)
                               .timeout_ms = q->timeout_ms,
                               .want_members = q->want_members,
                               .recover = q->recover,
-                              .standby = q->standby};
+                              .standby = q->standby,
+                              .armed = q->armed};
     char msg[256];
     int st = rdzv_join(c->ns, &owner, &j, req->id, msg, sizeof msg);
     if (st != MUSTER__STATUS__OK)
