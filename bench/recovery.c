@@ -4,7 +4,9 @@
  * per member, as rendezvous calls are synchronous), form a generation; a standby joins and
  * waits; the member at rank N/2, alone in its process, is killed with SIGKILL.  Each survivor
  * waits for MEMBER_LOST, then either joins the recovery round (--mode recover:
- * muster_rdzv_recover) or joins the next round the old way (--mode rejoin: muster_rdzv_join).
+ * muster_rdzv_recover) or joins the next round the old way (--mode rejoin: muster_rdzv_join);
+ * with --mode armed each member arms its recovery once its generation formed
+ * (muster_rdzv_arm), so the recover call after MEMBER_LOST only takes the armed call's answer.
  * Children write their timestamps and answers to shared memory; the parent checks that every
  * survivor and the standby hold the same answer (one generation, ranks 0..N-1, the survivors in
  * their old order, then the standby) and prints one JSON object: detection (kill to
@@ -50,7 +52,7 @@ struct rc_shared {
 struct rc_cfg {
     const char *url;
     unsigned members, procs, timeout_ms;
-    int rejoin;
+    int rejoin, armed;
     int stop_r, stop_w; /* a pipe the parent closes when every figure is in: members may close then */
 };
 
@@ -153,7 +155,9 @@ static void *recovery_member(void *arg)
         uint64_t gen1 = a->generation;
         muster_assignment_free(a);
         a = NULL;
-        if (recovery_wait_lost(m, gen1, deadline, s) == 0) {
+        if (cfg->armed && (rc = muster_rdzv_arm(m, &o, cfg->timeout_ms)) != MUSTER_OK)
+            recovery_fail(s, 4, rc);
+        else if (recovery_wait_lost(m, gen1, deadline, s) == 0) {
             o.last_call_ms = 0; /* a re-join closes as soon as every survivor is in, like a recovery */
             s->t_call = clock_ns();
             rc = cfg->rejoin ? muster_rdzv_join(m, &o, &a, cfg->timeout_ms)
@@ -280,7 +284,7 @@ static void recovery_report(const struct rc_cfg *cfg, const struct rc_shared *sh
     struct json j;
     json_begin(&j, stdout);
     json_str(&j, "tool", "muster-recovery");
-    json_str(&j, "mode", cfg->rejoin ? "rejoin" : "recover");
+    json_str(&j, "mode", cfg->rejoin ? "rejoin" : cfg->armed ? "armed" : "recover");
     json_u64(&j, "members", n);
     json_u64(&j, "procs", cfg->procs);
     json_u64(&j, "answered", answered);
@@ -315,8 +319,8 @@ static int recovery_args(int argc, char **argv, struct rc_cfg *cfg)
             cfg->members = (unsigned)strtoul(v, NULL, 10);
         else if (!strcmp(argv[i], "--procs"))
             cfg->procs = (unsigned)strtoul(v, NULL, 10);
-        else if (!strcmp(argv[i], "--mode") && (!strcmp(v, "recover") || !strcmp(v, "rejoin")))
-            cfg->rejoin = !strcmp(v, "rejoin");
+        else if (!strcmp(argv[i], "--mode") && (!strcmp(v, "recover") || !strcmp(v, "rejoin") || !strcmp(v, "armed")))
+            cfg->rejoin = !strcmp(v, "rejoin"), cfg->armed = !strcmp(v, "armed");
         else if (!strcmp(argv[i], "--timeout-ms"))
             cfg->timeout_ms = (unsigned)strtoul(v, NULL, 10);
         else
@@ -328,10 +332,10 @@ static int recovery_args(int argc, char **argv, struct rc_cfg *cfg)
 /* Fork the members (the victim alone in its process), then the standby; kill the victim; collect. */
 int main(int argc, char **argv)
 {
-    struct rc_cfg cfg = {NULL, 0, 64, 60000, 0, -1, -1};
+    struct rc_cfg cfg = {.members = 0, .procs = 64, .timeout_ms = 60000, .stop_r = -1, .stop_w = -1};
     if (recovery_args(argc, argv, &cfg) < 0) {
         fprintf(stderr, "usage: muster-recovery --url tcp://HOST:PORT/NS --members N (>= 3) [--procs P] "
-                        "[--mode recover|rejoin] [--timeout-ms MS]\n");
+                        "[--mode recover|rejoin|armed] [--timeout-ms MS]\n");
         return 2;
     }
     unsigned n = cfg.members, victim = n / 2, others = n - 1;

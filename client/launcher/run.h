@@ -201,6 +201,7 @@ struct run_ctx {
     struct run_policy pol;
     uint64_t done_watch;       /* the watch on this generation's done key, 0 when none */
     int conn_lost;             /* the handle is unusable: reconnect before joining */
+    int arm_failed;            /* the last arming's error (MUSTER_OK: armed or not tried), said once */
     int server_died;           /* the private musterd exited: no reconnect */
     struct run_relay relay;    /* this generation's TCPStore relay (run_relay.c) */
     char run_id[256];          /* TORCHELASTIC_RUN_ID */

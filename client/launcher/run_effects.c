@@ -424,6 +424,23 @@ static void run_effects_recover(struct run_ctx *c)
     run_effects_feed(c, &ev, NULL);
 }
 
+/* RUN_ACT_ARM: in place, once every running worker follows the world, arm this node's recovery of the
+ * running generation (muster_rdzv_arm: the daemon agrees on the next generation in the turn of a break,
+ * and the recovery then only takes the answer); a no-op once armed.  A worker that does not follow the
+ * world makes the node restart its workers at a break, so it is not armed then. */
+static void run_effects_arm(struct run_ctx *c)
+{
+    if (c->conn_lost || !c->pol.cfg.in_place || !*c->error_dir || !run_proc_all_marked(&c->ws, c->error_dir))
+        return;
+    muster_rdzv_opts o = {.node_id = c->node_id, .local_world_size = c->cfg.nproc, .min_nodes = c->cfg.nnodes[0],
+                          .max_nodes = c->cfg.nnodes[1], .last_call_ms = c->cfg.last_call_ms};
+    int rc = muster_rdzv_arm(c->m, &o, c->cfg.rdzv_timeout_ms);
+    if (rc != MUSTER_OK && c->arm_failed != rc) /* said once per cause: this runs at every heartbeat */
+        fprintf(stderr, RUN_TAG "cannot arm the recovery (it will be joined after the loss): %s%s%s\n",
+                muster_strerror(rc), *muster_last_error(c->m) ? ": " : "", muster_last_error(c->m));
+    c->arm_failed = rc;
+}
+
 /* RUN_ACT_LEAVE: end this node's membership (finished: its workers all succeeded); a dead handle has
  * already ended it. */
 static void run_effects_leave(struct run_ctx *c, int finished)
@@ -664,6 +681,9 @@ static void run_effects_perform(struct run_ctx *c, const struct run_act *a, cons
         break; /* the loop reads the policy's state */
     case RUN_ACT_RECOVER:
         run_effects_recover(c);
+        break;
+    case RUN_ACT_ARM:
+        run_effects_arm(c);
         break;
     case RUN_ACT_REPLACE:
         run_effects_replace(c);

@@ -254,17 +254,22 @@ static void run_policy_rejoin(struct run_policy *p, struct run_acts *out)
     run_policy_join_as(p, RUN_ST_REJOINING, 0, out);
 }
 
-/* RUNNING in place: a lost member before a failed worker (the header says why); growing waits. */
+/* RUNNING in place: a lost member before a failed worker (the header says why); growing waits.  Each
+ * heartbeat also arms the recovery (a no-op once armed), so that a break is agreed in the daemon's turn. */
 static void run_policy_running_in_place(struct run_policy *p, uint64_t now, struct run_acts *out)
 {
-    if (p->lost)
+    if (p->lost) {
         run_policy_recover(p, out);
-    else if (p->failure)
+    } else if (p->failure) {
         run_policy_rejoin(p, out);
-    else if (p->running == 0)
+    } else if (p->running == 0) {
         run_policy_finish(p, out);
-    else
+    } else {
+        int due = run_policy_beating(p) && now >= p->next_beat;
         run_policy_beat(p, now, out);
+        if (due)
+            run_policy_act(out, RUN_ACT_ARM, 0);
+    }
 }
 
 /* RUNNING: decide on what this turn noted, in the order the header gives. */

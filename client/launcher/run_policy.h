@@ -129,6 +129,7 @@ enum run_act_kind {
     RUN_ACT_EXIT,      /* the launcher ends with status arg */
     RUN_ACT_RECOVER,   /* join the broken generation's recovery round; answer JOINED or RECOVER_FAILED */
     RUN_ACT_REPLACE,   /* start the local ranks that failed, tell the others their new ranks; answer STARTED */
+    RUN_ACT_ARM,       /* in place: arm this node's recovery of the running generation (no answer) */
 };
 
 /* RUN_ACT_JOIN's arg, bit by bit. */

@@ -34,11 +34,15 @@
  * runs (armed).  It parks in the recovery round's queue with no deadline;
  * the break opens the round at once (rdzv_recover_open_armed), each armed
  * join's deadline then starts, and when every survivor armed ahead the
- * round closes in the loop turn of the break.  That saves each survivor
- * the round trip that follows MEMBER_LOST: at thousands of members the
- * daemon's reads of those recover calls, not forming the generation, were
- * most of the time from the break to the agreement.  A member lost while
- * armed (missed heartbeats, a report) is answered EXCLUDED at the break.
+ * round closes at the end of the loop turn of the break.  That saves each
+ * survivor the round trip that follows MEMBER_LOST: at thousands of
+ * members the daemon's reads of those recover calls, not forming the
+ * generation, were most of the time from the break to the agreement.  A
+ * member lost while armed (missed heartbeats, a report) is answered
+ * EXCLUDED at the break.  Until that turn ends (rec_deferred) the round
+ * does not close, so members lost in the same batch of events (that died
+ * together) are excluded by one recovery; and the armed members' MEMBER_LOST
+ * events wait too, so that each one's event and answer leave in one write.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -85,6 +89,20 @@ static const char *rdzv_recover_cause(const struct rdzv *rz, const struct rdzv_n
         if (strcmp(rz->gone[i].id, n->id) == 0)
             return rz->gone[i].cause;
     return "lost";
+}
+
+/* Tell the members parked in the round (armed ahead, or joined in the turn of the break) the losses the
+ * break's turn held back from them (rdzv_lose), before anything is answered; the turn is over. */
+static void rdzv_recover_tell_armed(struct rdzv *rz)
+{
+    if (!rz->rec_deferred)
+        return;
+    rz->rec_deferred = 0;
+    for (size_t k = rz->armed_told; rz->gone_gen == rz->generation && k < rz->n_gone; k++)
+        for (size_t i = 0; i < rz->rec.n; i++)
+            if (!rz->rec.v[i]->lost)
+                rdzv_push(rz->rec.v[i], RDZV_MEMBER_LOST, rz->generation, rz->gone[k].id);
+    rz->armed_told = rz->n_gone;
 }
 
 /* The round's deadline passed. */
@@ -158,6 +176,7 @@ static int rdzv_recover_pick(struct rdzv *rz, struct rdzv_set *out)
 /* Give up the recovery (too few nodes at the deadline, or no memory): its survivors hear status. */
 static void rdzv_recover_fail(struct rdzv *rz, int status, const char *msg)
 {
+    rdzv_recover_tell_armed(rz);
     stats_inc(rdzv_core(rz)->stats, STAT_RDZV_RECOVERY_FAILED);
     core_log(rdzv_core(rz), CORE_LOG_WARN, "ns '%s': recovery of generation %" PRIu64 " failed: %s", rz->ns->name,
              rz->generation, msg);
@@ -188,6 +207,7 @@ static void rdzv_recover_timed(struct rdzv *rz, uint64_t t0, uint64_t t1)
 static void rdzv_recover_close(struct rdzv *rz, int at_deadline)
 {
     uint64_t prev = rz->generation;
+    rdzv_recover_tell_armed(rz);
     rz->rec_closing = 1; /* the losses below must not re-enter; rec_open keeps the open round waiting */
     /* Whoever is not in the round now is excluded, and listed: at the deadline those that did not join;
      * and at any time those whose connection is closing but not yet released (a later turn would find
@@ -238,7 +258,9 @@ static void rdzv_recover_close(struct rdzv *rz, int at_deadline)
 /* The end of the loop turn in which a generation broke with armed members: close the round if it can. */
 static void rdzv_recover_check_cb(void *arg)
 {
-    rdzv_recover_check(arg);
+    struct rdzv *rz = arg;
+    rdzv_recover_tell_armed(rz);
+    rdzv_recover_check(rz);
 }
 
 /* Open the latest generation's recovery round (opener: the node whose join opens it); 0, or -1 when it
@@ -291,6 +313,8 @@ void rdzv_recover_open_armed(struct rdzv *rz)
         rdzv_recover_check(rz);
         return;
     }
+    rz->rec_deferred = 1;
+    rz->armed_told = rz->gone_gen == rz->generation && rz->n_gone > 0 ? rz->n_gone - 1 : 0;
     h->defer(rz->rec_defer);
 }
 
@@ -345,7 +369,7 @@ void rdzv_recover_lost(struct rdzv *rz)
  * is missing. */
 void rdzv_recover_check(struct rdzv *rz)
 {
-    if (rz->rec_open && !rz->rec_closing && rz->rec_missing == 0)
+    if (rz->rec_open && !rz->rec_closing && !rz->rec_deferred && rz->rec_missing == 0)
         rdzv_recover_close(rz, 0);
 }
 
@@ -408,16 +432,16 @@ void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const ch
      * (the front end words it with rdzv_broken_by). */
     if (first)
         waiters_fail_generation(rz->ns, rz->generation, CORE_STALE_GENERATION);
-    /* Later losses are told only while survivors recover: a member re-forming the old way has already
-     * left the generation behind. */
-    for (size_t i = 0; (first || rz->rec_open) && i < rz->members.n; i++) {
-        struct rdzv_node *m = rz->members.v[i];
-        if (m != lost && !m->lost)
-            rdzv_push(m, RDZV_MEMBER_LOST, rz->generation, id);
-    }
     if (first)
         rdzv_recover_open_armed(rz);
-    else
+    /* Later losses are told only while survivors recover: a member re-forming the old way has already
+     * left the generation behind.  Those in the recovery round hear at the end of the break's turn. */
+    for (size_t i = 0; (first || rz->rec_open) && i < rz->members.n; i++) {
+        struct rdzv_node *m = rz->members.v[i];
+        if (m != lost && !m->lost && !(rz->rec_deferred && m->joining && m->queue == RDZV_Q_RECOVER))
+            rdzv_push(m, RDZV_MEMBER_LOST, rz->generation, id);
+    }
+    if (!first)
         rdzv_recover_lost(rz);
     /* A round that waited for this generation to end may close now. */
     rdzv_round_check(rz);

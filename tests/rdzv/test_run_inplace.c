@@ -113,9 +113,10 @@ static int t_begin(struct h_daemon *d, const char *tag, char *url, size_t n)
 }
 
 /* Four nodes; the launchers of the first `lost` nodes after node 0 are SIGKILLed at once (their workers
- * die with them): the survivors recover into the next generation with the same worker processes and
- * finish with the sum over the ranks left.  Each worker learns its place from musterd's answer. */
-static void t_launchers_killed(const char *tag, int lost, const char *nn)
+ * die with them) once every worker reached iteration `at`: the survivors recover into the next generation
+ * with the same worker processes and finish with the sum over the ranks left.  Each worker learns its
+ * place from musterd's answer.  The launchers arm their recovery at each heartbeat (every second). */
+static void t_launchers_killed(const char *tag, int lost, const char *nn, int at)
 {
     int before = h_failures();
     struct h_daemon d;
@@ -126,7 +127,8 @@ static void t_launchers_killed(const char *tag, int lost, const char *nn)
     for (int i = 0; i < T_NODES; i++)
         t_launch(&l[i], tag, i, url, nn, NULL);
     for (int i = 0; i < T_NODES; i++)
-        CHECK(t_reached(&l[i], 5, 20000));
+        CHECK(t_reached(&l[i], at, 20000));
+    long long armed = h_stat(&d, "rdzv_armed_recover_joins");
     for (int i = 1; i <= lost; i++)
         kill(l[i].pid, SIGKILL);
     for (int i = 1; i <= lost; i++)
@@ -140,22 +142,25 @@ static void t_launchers_killed(const char *tag, int lost, const char *nn)
     }
     CHECK(h_now_ms() - t0 < 20000);
     CHECK(h_stat(&d, "rdzv_recoveries") >= 1);
+    if (at >= 15) /* 1.5 s in: every launcher armed before the kill */
+        CHECK(armed >= T_NODES);
+    CHECK(h_stat(&d, "rdzv_armed_recover_joins") > armed); /* the survivors armed the next generation */
     CHECK_EQ(h_stop(&d), 0);
 }
 
-/* One launcher killed, twice over (a fresh job each time). */
+/* One launcher killed, twice over (a fresh job each time): early, and once every launcher armed. */
 static void t_launcher_killed(void *arg)
 {
     (void)arg;
-    t_launchers_killed("lk", 1, "3:4");
-    t_launchers_killed("lk2", 1, "3:4");
+    t_launchers_killed("lk", 1, "3:4", 5);
+    t_launchers_killed("lk2", 1, "3:4", 15);
 }
 
 /* Two launchers killed at once: one recovery excludes both, or a second one follows. */
 static void t_two_killed(void *arg)
 {
     (void)arg;
-    t_launchers_killed("two", 2, "2:4");
+    t_launchers_killed("two", 2, "2:4", 15);
 }
 
 /* Three nodes; one worker is SIGKILLed: its launcher joins again and replaces only it, the others

@@ -55,6 +55,27 @@ static void t_lost_recovers(void *arg)
     CHECK_STR(t_turn(&p), "say recover, recover");
 }
 
+/* In place, each heartbeat also arms the recovery (the effects make it a no-op once armed); without the
+ * mode, or once a worker does not follow the world, only the heartbeat goes. */
+static void t_arms_at_beats(void *arg)
+{
+    (void)arg;
+    struct run_policy p;
+    t_init_mode(&p, 2, 4, 1, 0);
+    t_running(&p, 1, 4, 2);
+    t_now += T_EVERY;
+    CHECK_STR(t_turn(&p), "heartbeat, arm");
+    CHECK_STR(t_turn(&p), ""); /* not due again yet */
+    t_feed(&p, (struct run_ev){.kind = RUN_EV_NOT_STAYING});
+    t_now += T_EVERY;
+    CHECK_STR(t_turn(&p), "heartbeat");
+    struct run_policy r;
+    t_init_mode(&r, 2, 4, 0, 0);
+    t_running(&r, 1, 4, 2);
+    t_now += T_EVERY;
+    CHECK_STR(t_turn(&r), "heartbeat");
+}
+
 /* In place, but a worker never opened the world (a plain script): the node says so once and recovers
  * as without the mode, stopping its workers to re-form, from then on. */
 static void t_not_staying_restarts(void *arg)
@@ -248,6 +269,7 @@ int main(void)
     h_init("unit-launcher-inplace", 30);
     H_RUN(t_lost_recovers, NULL);
     H_RUN(t_not_staying_restarts, NULL);
+    H_RUN(t_arms_at_beats, NULL);
     H_RUN(t_failed_rejoins, NULL);
     H_RUN(t_lost_outranks_failed, NULL);
     H_RUN(t_recover_fails, NULL);

@@ -82,7 +82,8 @@ static void t_all_armed(void *unused)
     CHECK_EQ(v[0].replies, 1);
     v[2].gone = 1;
     rdzv_node_gone(v[2].node);
-    CHECK_EQ(v[0].replies, 1); /* at the end of the turn */
+    CHECK_EQ(v[0].replies, 1); /* at the end of the turn, */
+    CHECK_EQ(v[0].events, 0);  /* the loss event too, so that both leave in one write */
     t_turn();
     for (int i = 0; i < 4; i++) {
         if (i == 2)

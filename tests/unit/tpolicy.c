@@ -19,7 +19,7 @@ static const char *t_act_name(enum run_act_kind k)
 {
     static const char *const names[] = {"join",     "start", "heartbeat", "watch",   "unwatch", "report",
                                         "leave",    "signal", "release",  "complete", "say",    "exit",
-                                        "recover",  "replace"};
+                                        "recover",  "replace", "arm"};
     return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
