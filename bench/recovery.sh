@@ -106,7 +106,8 @@ def med(n, mode, key):
 def fmt(x):
     return "n/a" if x is None else (f"{x:.1f}" if x >= 10 else f"{x:.2f}")
 def ratio(a, b):
-    return "n/a" if not a or not b else f"{b / a:.2f}"
+    # Armed, the answer comes with the loss event: "after detection" is about 0 and has no ratio.
+    return "n/a" if a is None or b is None or a < 0.05 or b < 0.05 else f"{b / a:.2f}"
 MODES = ("recover", "rejoin", "armed")
 runs = {(n, m): [r for r in recs if r["members"] == n and r["mode"] == m] for n in sizes for m in MODES}
 L = ["# Recovery after a member's death: recover, break-and-rejoin, armed recover", ""]
