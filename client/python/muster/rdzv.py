@@ -128,6 +128,15 @@ class Node:
             raise
         return self._start(a)
 
+    def arm(self, timeout=None):
+        """Arm this node's recovery while its generation runs: the recovery
+        join goes now and waits at the server for a break, where it counts
+        as this node's join of the recovery round (timeout counts from the
+        break).  recover() after member_lost then takes the answer that
+        came with the event.  A no-op once armed for this generation;
+        join() and leave() drop it.  NotMember: no generation to arm."""
+        self.client._conn.rdzv_arm(self.local_world_size, self.want_members, to_ms(timeout))
+
     def report(self, node_id, cause=None, timeout=None):
         """Tell the server that member node_id of this node's generation
         failed (cause: free text, at most 128 bytes kept).  A vote: the

@@ -540,6 +540,8 @@ static PyMethodDef conn_methods[] = {
      "rdzv_join(node_id, local_world_size, min_nodes, max_nodes, last_call_ms, want_members, timeout_ms, standby)"},
     {"rdzv_recover", (PyCFunction)(void (*)(void))conn_rdzv_recover, METH_VARARGS | METH_KEYWORDS,
      "rdzv_recover(local_world_size, want_members, timeout_ms)"},
+    {"rdzv_arm", (PyCFunction)(void (*)(void))conn_rdzv_arm, METH_VARARGS | METH_KEYWORDS,
+     "rdzv_arm(local_world_size, want_members, timeout_ms)"},
     {"rdzv_report", (PyCFunction)conn_rdzv_report, METH_VARARGS, "rdzv_report(node_id, cause, timeout_ms)"},
     {"rdzv_heartbeat", (PyCFunction)conn_rdzv_heartbeat, METH_VARARGS, "rdzv_heartbeat(generation, timeout_ms)"},
     {"rdzv_leave", (PyCFunction)conn_rdzv_leave, METH_VARARGS, "rdzv_leave(timeout_ms)"},

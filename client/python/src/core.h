@@ -84,6 +84,7 @@ PyObject *conn_next_event(ConnObject *c, PyObject *args);
 PyObject *conn_events_dropped(ConnObject *c, PyObject *noargs);
 PyObject *conn_rdzv_join(ConnObject *c, PyObject *args, PyObject *kw);
 PyObject *conn_rdzv_recover(ConnObject *c, PyObject *args, PyObject *kw);
+PyObject *conn_rdzv_arm(ConnObject *c, PyObject *args, PyObject *kw);
 PyObject *conn_rdzv_report(ConnObject *c, PyObject *args);
 PyObject *conn_rdzv_heartbeat(ConnObject *c, PyObject *args);
 PyObject *conn_rdzv_leave(ConnObject *c, PyObject *args);

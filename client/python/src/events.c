@@ -185,6 +185,24 @@ PyObject *conn_rdzv_recover(ConnObject *c, PyObject *args, PyObject *kw)
     return out;
 }
 
+/* rdzv_arm(local_world_size, want_members, timeout_ms): arm this member's recovery of its running
+ * generation (muster_rdzv_arm); rdzv_recover then takes the armed call's answer. */
+PyObject *conn_rdzv_arm(ConnObject *c, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"local_world_size", "want_members", "timeout_ms", NULL};
+    unsigned int lws = 1, t = 0;
+    int want = 0;
+    char detail[CORE_DETAIL_MAX] = "";
+    int rc;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|IpI", kwlist, &lws, &want, &t))
+        return NULL;
+    muster_rdzv_opts o = {.local_world_size = lws, .min_nodes = 1, .max_nodes = 1, .want_members = want};
+    CONN_CALL(c, rc, detail, muster_rdzv_arm(m, &o, t));
+    if (rc != MUSTER_OK)
+        return core_raise(rc, detail);
+    Py_RETURN_NONE;
+}
+
 /* rdzv_report(node_id, cause, timeout_ms): member node_id of this handle's generation failed. */
 PyObject *conn_rdzv_report(ConnObject *c, PyObject *args)
 {

@@ -7,7 +7,8 @@ same generation, member order (old ranks kept) and excluded list.  Then two
 survivors report another as failed (one report alone is a vote that is
 held): the rest recover again and the reported node gets muster.Excluded.  In one process: bad input (a report of a
 non-member, an empty id, recover() while the generation runs or without a
-membership) raises clearly."""
+membership) raises clearly; and a Node that armed its recovery gets its
+answer with the loss event."""
 
 import json
 import os
@@ -186,6 +187,29 @@ def test_bad_input_and_excluded_in_process(daemon):
         n0.heartbeat()  # the Node heartbeats for the new generation
         with pytest.raises(muster.Excluded, match="replaced"):
             n1.recover(timeout=5)
+    finally:
+        for n in (n0, n1, outsider):
+            n.close()
+
+
+def test_armed_recovery_in_process(daemon):
+    """n0 arms while the generation runs; n1's connection closes: n0 hears the loss and recover() takes the
+    answer that came with it.  Arming without a membership is NotMember."""
+    url = daemon.url("armed")
+    n0, n1 = _join_pair(url)
+    outsider = Node(url, node_id="x", timeout=5)
+    try:
+        g = n0.assignment.generation
+        n0.arm(timeout=5)
+        n0.arm(timeout=5)  # a no-op once armed
+        with pytest.raises(muster.NotMember):
+            outsider.arm()
+        n1.close()
+        ev = n0.next_event(timeout=10)
+        assert ev is not None and ev.kind == muster.Event.MEMBER_LOST and ev.generation == g
+        a = n0.recover(timeout=5)
+        assert a.recovered and a.generation == g + 1 and a.previous_generation == g and a.num_nodes == 1
+        assert a.excluded == [ExcludedMember("n1", 1, "closed its connection")]
     finally:
         for n in (n0, n1, outsider):
             n.close()
