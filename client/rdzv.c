@@ -187,9 +187,9 @@ int muster_rdzv_arm(muster_t *m, const muster_rdzv_opts *opts, uint32_t timeout_
         return rc;
     join.armed = 1;
     flight_lock(m);
-    if (m->armed_seq && m->armed_generation == m->rdzv_generation) {
+    if (m->armed_seq && m->armed_generation == m->rdzv_generation && (m->armed_pending || m->armed_rc == MUSTER_OK)) {
         flight_unlock(m);
-        return MUSTER_OK; /* armed already */
+        return MUSTER_OK; /* armed already (a refused arming, LIMIT say, is tried again) */
     }
     if (m->broken) { /* a failover would send it to a new connection, which is no member */
         flight_unlock(m);
@@ -250,7 +250,10 @@ int muster_rdzv_recover(muster_t *m, const muster_rdzv_opts *opts, muster_assign
                                               "cannot recover in place: join again as a newcomer");
     if (m && opts && out && m->armed_seq && m->armed_generation == m->rdzv_generation) {
         *out = NULL;
-        return rdzv_armed_take(m, out, timeout_ms);
+        int rc = rdzv_armed_take(m, out, timeout_ms);
+        if (rc != MUSTER_ELIMIT)
+            return rc;
+        /* The daemon could not park the armed join (--max-waiters...): it never counted; join now. */
     }
     return rdzv_join_as(m, opts, 1, out, timeout_ms);
 }
