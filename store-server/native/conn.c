@@ -235,6 +235,11 @@ void conn_close(struct conn *c, const char *why)
 /* Cancel every parked request of c without replying. */
 static void conn_cancel_pending(struct conn *c)
 {
+    if (c->first_used) {
+        c->first_used = 0;
+        if (c->first.cancel)
+            c->first.cancel(c->first.arg);
+    }
     struct conn_pending *p, *tmp;
     HASH_ITER(hh, c->pending, p, tmp) {
         HASH_DEL(c->pending, p);
@@ -294,6 +299,11 @@ int conn_pending_add(struct conn *c, uint64_t id, void (*cancel)(void *arg), voi
 {
     if (conn_pending_has(c, id))
         return -1;
+    if (!c->first_used) {
+        c->first = (struct conn_pending){.id = id, .cancel = cancel, .arg = arg};
+        c->first_used = 1;
+        return 0;
+    }
     struct conn_pending *p = calloc(1, sizeof *p);
     if (!p)
         return -1;
@@ -307,6 +317,10 @@ int conn_pending_add(struct conn *c, uint64_t id, void (*cancel)(void *arg), voi
 /* Forget parked request id (a no-op when it is not parked). */
 void conn_pending_remove(struct conn *c, uint64_t id)
 {
+    if (c->first_used && c->first.id == id) {
+        c->first_used = 0;
+        return;
+    }
     struct conn_pending *p = NULL;
     HASH_FIND(hh, c->pending, &id, sizeof id, p);
     if (p) {
@@ -318,6 +332,8 @@ void conn_pending_remove(struct conn *c, uint64_t id)
 /* Whether request id is parked on c. */
 int conn_pending_has(const struct conn *c, uint64_t id)
 {
+    if (c->first_used && c->first.id == id)
+        return 1;
     struct conn_pending *p = NULL;
     HASH_FIND(hh, c->pending, &id, sizeof id, p);
     return p != NULL;
@@ -351,7 +367,7 @@ static void conn_expired(struct conn_life *l, enum life_expiry why)
 static int conn_waiting(const struct conn_life *l)
 {
     const struct conn *c = (const struct conn *)l;
-    return c->pending || c->rdzv || c->nwatches || c->held;
+    return c->first_used || c->pending || c->rdzv || c->nwatches || c->held;
 }
 
 /* The native front end's answers to the connection life. */

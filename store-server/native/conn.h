@@ -33,6 +33,11 @@ struct conn {
     struct server *srv;
     struct ns *ns; /* set by a successful hello */
     struct conn *prev, *next;
+    /* Parked requests: the first in place (a member's join, a worker's wait: one at a time is the common
+     * case, and a hash that empties frees its table, so each park and answer paid three allocations), the
+     * others in the hash. */
+    struct conn_pending first;
+    int first_used;
     struct conn_pending *pending;
     int admitted;   /* counted in srv->nconns */
     size_t nwatches;
