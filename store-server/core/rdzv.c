@@ -688,7 +688,10 @@ static struct rdzv_node *rdzv_joiner(struct ns *ns, const struct rdzv_owner *own
         snprintf(msg, len, "a join is either a recovery or a standby, not both"), *st = CORE_BAD_REQUEST;
     else if (!(n = rdzv_node_of(ns, owner)))
         snprintf(msg, len, "out of memory"), *st = CORE_INTERNAL;
-    else if (rdzv_disarm_for_join(n, j), n->joining)
+    if (*st != CORE_OK)
+        return NULL;
+    rdzv_disarm_for_join(n, j);
+    if (n->joining)
         snprintf(msg, len, "a join is already pending on this connection"), *st = CORE_BAD_REQUEST;
     else if (!j->recover)
         *st = rdzv_join_fits(n->rz, j, msg, len);
