@@ -2,8 +2,10 @@
 # Ops per server CPU-second at 128 clients, in one run: musterd's native get and add, the same
 # ops through musterd's TCPStore listener (the door), torch's own TCPStore server (libuv under
 # torch 2.x, the old server under 1.x) and muster-floord (one read and one write per request,
-# the floor any single-threaded server is bounded by).  Every server runs alone on CPU 0; the
-# load is spread over CPUs 1..K (K load generators of 128/K connections each).  The server's CPU
+# the floor any single-threaded server is bounded by); and, where it was built (liburing),
+# muster-floord-uring, the same floor with its system calls batched through io_uring.  Every
+# server runs alone on CPU 0; the load is spread over CPUs 1..K (K load generators of 128/K
+# connections each).  The server's CPU
 # time is read from /proc/PID/stat around each measurement; the load generators' request counts
 # are summed.  Prints a markdown table on stdout (progress on stderr), raw JSON lines to --out.
 #
@@ -50,6 +52,7 @@ fi
 MUSTERD=$BUILD/store-server/musterd
 LG=$BUILD/bench/muster-loadgen
 FLOORD=$BUILD/bench/muster-floord
+FLOORU=$BUILD/bench/muster-floord-uring
 for f in "$MUSTERD" "$LG" "$FLOORD"; do
     [ -x "$f" ] || { echo "missing $f: build it (ninja -C DIR store-server/musterd bench/muster-loadgen bench/muster-floord)" >&2; exit 2; }
 done
@@ -159,6 +162,17 @@ start_floord() {
     FPORT=$(cat "$RUN/f.port")
 }
 
+# Start muster-floord-uring on the server CPU where it was built; FUPID 0 otherwise (or when io_uring is off).
+start_floord_uring() {
+    FUPID=0
+    [ -x "$FLOORU" ] || { log "no $FLOORU (built only with liburing): its rows are skipped"; return; }
+    taskset -c $SRV_CPU "$FLOORU" --port-file "$RUN/fu.port" 2>>"$RUN/stderr" &
+    FUPID=$!
+    PIDS+=("$FUPID")
+    wait_file "$RUN/fu.port" 10 || { log "muster-floord-uring did not start (io_uring off?)"; FUPID=0; return; }
+    FUPORT=$(cat "$RUN/fu.port")
+}
+
 # The markdown table: per server and op, the best repetition's ops per server CPU-second, and ratios.
 report() {
     awk -v torch="${TORCH:-none} ${TBACKEND:-}" '
@@ -170,8 +184,8 @@ report() {
             print ""
             print "| ratio | get | add |"
             print "|---|---:|---:|"
-            split("native/torch door/torch native/door native/floor", q, " ")
-            for (j = 1; j <= 4; j++) {
+            nq = split("native/torch door/torch native/door native/floor floor/torch floor-uring/torch floor-uring/floor", q, " ")
+            for (j = 1; j <= nq; j++) {
                 split(q[j], s, "/"); line = "| " q[j]
                 for (o = 0; o < 2; o++) { op = o ? "add" : "get"; x = best[s[1] " " op]; y = best[s[2] " " op]
                     if (s[2] == "floor") y = best["floor get"]
@@ -186,6 +200,7 @@ report() {
 log "build $BUILD; $NCPU CPUs: server on CPU $SRV_CPU, load on $K generator(s) over CPUs $(load_cpu 1)..$(load_cpu "$K"); $CLIENTS clients; ${SECS}s x $REPS"
 start_musterd
 start_floord
+start_floord_uring
 start_torch
 for rep in $(seq "$REPS"); do
     for op in get add; do
@@ -194,6 +209,7 @@ for rep in $(seq "$REPS"); do
         [ "$TPID" -gt 0 ] && cpo torch "$TPID" 29500 tcpstore "$op"
     done
     cpo floor "$FPID" "$FPORT" native get
+    [ "$FUPID" -gt 0 ] && cpo floor-uring "$FUPID" "$FUPORT" native get
 done
 echo "## ops per server CPU-second, $CLIENTS clients ($(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo))"
 echo

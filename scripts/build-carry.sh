@@ -24,6 +24,10 @@ else
 fi
 ninja -C "$DIR" client/cli/muster store-server/musterd examples/hello_allreduce bench/gpu_init_vs_torch \
     bench/muster-loadgen bench/muster-floord bench/muster-tsstorm bench/muster-relayhost bench/muster-recovery
+# The io_uring floor exists where liburing does (linked statically: nothing to carry).
+if ninja -C "$DIR" -t targets all 2>/dev/null | grep -q '^bench/muster-floord-uring:'; then
+    ninja -C "$DIR" bench/muster-floord-uring
+fi
 cp -a /usr/lib/x86_64-linux-gnu/libprotobuf-c.so.1* .carry/lib/
 
 # What the GPU machine must provide itself (everything else is in .carry).
