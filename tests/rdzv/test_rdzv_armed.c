@@ -106,6 +106,7 @@ static void t_refused_arming_falls_back(void *unused)
     CHECK_EQ(h_stat(&d, "rdzv_armed_recover_joins"), 2);
     CHECK_EQ(h_stat(&d, "limit_waiters_per_ns"), limited + 1);
     muster_close(v[0].m); /* its connection closes: the generation breaks */
+    muster_assignment_free(v[0].a);
     t_each(v, 1, 3, t_recover);
     for (int i = 1; i < 3; i++) {
         CHECK_EQ(v[i].rc, MUSTER_OK);
