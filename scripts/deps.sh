@@ -26,8 +26,9 @@ iproute2 iptables iputils-ping libnetfilter-queue-dev prometheus chromium kubern
 
 # bench/run.sh's peers and report: Redis 7 (redis-server; redis-benchmark and
 # redis-cli from redis-tools) next to torch's TCPStore (python3-torch, above),
-# the report's plot (matplotlib), and perf for --profile.
-BENCH_PACKAGES="redis-server redis-tools python3-matplotlib linux-perf"
+# the report's plot (matplotlib), perf for --profile, and liburing for the io_uring
+# floor server (bench/floord_uring.c, bench/cpu_per_op.sh).
+BENCH_PACKAGES="redis-server redis-tools python3-matplotlib linux-perf liburing-dev"
 
 case "${1:-}" in
 --test) PACKAGES="$PACKAGES $TEST_PACKAGES" ;;
