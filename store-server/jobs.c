@@ -53,9 +53,9 @@ static void jobs_summary_json(struct ns *ns, struct evbuffer *b)
     evbuffer_add_printf(b,
                         ",\"parked\":%zu,\"generations_formed\":%" PRIu64 ",\"recoveries\":%" PRIu64
                         ",\"restarts\":%" PRIu64 ",\"num_standbys\":%zu,\"recovering\":%s,\"recovery_joined\":%zu"
-                        ",\"recovery_deadline_ms\":%" PRIu64,
+                        ",\"recovery_deadline_ms\":%" PRIu64 ",\"armed\":%zu",
                         ns->nwaiters, ri.formed, ri.recoveries, ri.formed ? ri.formed - 1 : 0, ri.standbys,
-                        ri.recovering ? "true" : "false", ri.recovery_joined, ri.recovery_deadline_ms);
+                        ri.recovering ? "true" : "false", ri.recovery_joined, ri.recovery_deadline_ms, ri.armed);
 }
 
 /* The list under construction and whether an element was written. */

@@ -59,6 +59,7 @@ struct rdzv_info {
     size_t standbys;        /* parked standbys */
     int recovering;         /* the latest generation's recovery round is open */
     size_t recovery_joined; /* survivors parked in it */
+    size_t armed;           /* members of the running generation that armed their recovery */
     uint64_t recovery_deadline_ms; /* wall-clock time it closes at the latest (0 when not open) */
 };
 

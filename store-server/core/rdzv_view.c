@@ -35,7 +35,8 @@ int rdzv_info(const struct ns *ns, struct rdzv_info *out)
     out->recoveries = rz->recoveries;
     out->standbys = rz->standbys.n;
     out->recovering = rz->rec_open;
-    out->recovery_joined = rz->rec.n;
+    out->recovery_joined = rz->running ? 0 : rz->rec.n;
+    out->armed = rz->running ? rz->rec.n : 0;
     out->recovery_deadline_ms = rz->rec_open ? rz->rec_deadline_ms : 0;
     return 0;
 }

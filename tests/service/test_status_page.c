@@ -272,7 +272,7 @@ static void t_json_case(void *unused)
     static const char *const job[] = {
         "name", "state", "generation", "num_members", "joining", "world_size", "failures", "keys", "bytes",
         "connections", "parked", "generations_formed", "recoveries", "restarts", "num_standbys", "recovering",
-        "recovery_joined", "recovery_deadline_ms", "members", "joiners", "standbys", "timeline",
+        "recovery_joined", "recovery_deadline_ms", "armed", "members", "joiners", "standbys", "timeline",
         "excluded.generation", "excluded.members", NULL};
     static const char *const node[] = {"node_id", "node_rank", "rank_start", "local_world_size", "seen_ms",
                                        "seen_age_ms", "state", "peer", NULL};

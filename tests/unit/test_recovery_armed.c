@@ -77,6 +77,11 @@ static void t_all_armed(void *unused)
     for (int i = 0; i < 4; i++)
         CHECK_EQ(ta_join(&w, &v[i], "", 1, T_ARMED), MUSTER__STATUS__OK);
     CHECK_EQ(w.stats.c[STAT_RDZV_ARMED], 4);
+    struct rdzv_info ri;
+    CHECK_EQ(rdzv_info(w.ns, &ri), 0);
+    CHECK_EQ(ri.armed, 4);
+    CHECK_EQ(ri.recovery_joined, 0);
+    CHECK_EQ(ri.recovering, 0);
     CHECK_EQ(v[0].replies, 1); /* only the first round's answer */
     t_advance(60000);          /* no deadline while the generation runs */
     CHECK_EQ(v[0].replies, 1);
