@@ -40,9 +40,11 @@ static struct h_daemon t_d;
 static uint16_t t_mport;
 static pid_t t_pids[4]; /* n0, n1, n2, s0 */
 
-/* A member (or standby) until killed: join, heartbeat, and on a break join the recovery round. */
+/* A member (or standby) until killed: join, heartbeat, and on a break join the recovery round; n0 arms its
+ * recovery in each generation (the page shows it). */
 static void t_node_main(const char *url, const char *id, int standby)
 {
+    int arms = strcmp(id, "n0") == 0;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     int err = 0;
     muster_t *m = muster_connect(url, &err);
@@ -52,6 +54,8 @@ static void t_node_main(const char *url, const char *id, int standby)
     muster_assignment *a = NULL;
     if (muster_rdzv_join(m, &o, &a, 60000) != MUSTER_OK)
         _exit(3);
+    if (arms && muster_rdzv_arm(m, &o, 60000) != MUSTER_OK)
+        _exit(6);
     uint32_t every = muster_rdzv_heartbeat_interval(m);
     every = every && every < 200 ? every : 200;
     for (;;) {
@@ -65,6 +69,8 @@ static void t_node_main(const char *url, const char *id, int standby)
         a = NULL;
         if (muster_rdzv_recover(m, &o, &a, 60000) != MUSTER_OK)
             _exit(5);
+        if (arms && muster_rdzv_arm(m, &o, 60000) != MUSTER_OK)
+            _exit(6);
     }
 }
 
@@ -429,6 +435,7 @@ static void t_page_case(const char *chrome)
     CHECK(t_dom_has(dom, "data-node=\"n1\" data-state=\"running\""));
     CHECK(t_dom_has(dom, "data-node=\"n2\" data-state=\"running\""));
     CHECK(t_dom_has(dom, "<tr data-node=\"s0\""));                   /* the standby's row */
+    CHECK(t_dom_has(dom, "data-armed=\"1\""));                      /* n0 armed its recovery */
     CHECK(t_dom_has(dom, "127.0.0.1:"));                              /* members' addresses */
     CHECK(t_dom_has(dom, "data-gauge=\"connections\""));              /* the store's health */
     CHECK(t_dom_has(dom, "data-gauge=\"keys, largest job (limit per job)\""));
