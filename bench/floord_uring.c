@@ -141,6 +141,23 @@ static void uring_close(struct uring_conn *c)
     free(c);
 }
 
+/* Answer the whole frames c holds into its output (as many as it has room for: a pipelining client's
+ * burst can fill it, and the rest waits for a send to complete) and send; 0, or -1 when c was closed. */
+static int uring_answer(struct io_uring *ring, struct uring_conn *c)
+{
+    uint32_t used = 0;
+    long wn = floor_answer(c->rbuf, c->rlen, c->wbuf + c->wlen, FLOOR_BUF - c->wlen, &used);
+    if (wn < 0) {
+        uring_close(c);
+        return -1;
+    }
+    c->wlen += (uint32_t)wn;
+    c->rlen -= used;
+    memmove(c->rbuf, c->rbuf + used, c->rlen);
+    uring_send(ring, c);
+    return 0;
+}
+
 /* A receive completed with res bytes in a provided buffer (or an error, or the end of the multishot):
  * answer every whole frame, send, and receive again when the kernel ended the multishot. */
 static void uring_on_recv(struct io_uring *ring, struct uring_conn *c, const struct io_uring_cqe *cqe)
@@ -165,17 +182,8 @@ static void uring_on_recv(struct io_uring *ring, struct uring_conn *c, const str
         uring_close(c);
         return;
     }
-    uint32_t have = c->rlen + (uint32_t)res, used = 0;
-    long wn = floor_answer(c->rbuf, have, c->wbuf + c->wlen, FLOOR_BUF - c->wlen, &used);
-    if (wn < 0) {
-        uring_close(c);
-        return;
-    }
-    c->wlen += (uint32_t)wn;
-    c->rlen = have - used;
-    memmove(c->rbuf, c->rbuf + used, c->rlen);
-    uring_send(ring, c);
-    if (!c->recving)
+    c->rlen += (uint32_t)res;
+    if (uring_answer(ring, c) == 0 && !c->recving)
         uring_recv(ring, c);
 }
 
@@ -191,6 +199,8 @@ static void uring_on_send(struct io_uring *ring, struct uring_conn *c, int res)
     if (c->wsent == c->wlen)
         c->wsent = c->wlen = 0;
     uring_send(ring, c);
+    if (c->rlen && c->wlen == 0) /* frames that waited for room in the output */
+        uring_answer(ring, c);
 }
 
 /* Take one completion. */
