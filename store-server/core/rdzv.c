@@ -666,17 +666,6 @@ int rdzv_park(struct rdzv_node *n, enum rdzv_queue q, const struct rdzv_join_req
     return CORE_OK;
 }
 
-/* A member that armed its recovery (rdzv_recover.c) and now joins the plain round wants a new world
- * instead: its armed join is answered CONFLICT and the join goes on. */
-static void rdzv_disarm_for_join(struct rdzv_node *n, const struct rdzv_join_req *j)
-{
-    if (!n->joining || n->queue != RDZV_Q_RECOVER || !n->rz->running || j->recover)
-        return;
-    uint64_t id = n->join_id;
-    rdzv_unpark(n);
-    rdzv_reply(n, id, CORE_CONFLICT, "the armed recovery was replaced by a join of the next round", NULL);
-}
-
 /* The node record of owner for a join j, checked; NULL with the status in *st and msg filled. */
 static struct rdzv_node *rdzv_joiner(struct ns *ns, const struct rdzv_owner *owner, const struct rdzv_join_req *j,
                                      int *st, char *msg, size_t len)
@@ -690,7 +679,7 @@ static struct rdzv_node *rdzv_joiner(struct ns *ns, const struct rdzv_owner *own
         snprintf(msg, len, "out of memory"), *st = CORE_INTERNAL;
     if (*st != CORE_OK)
         return NULL;
-    rdzv_disarm_for_join(n, j);
+    rdzv_recover_disarm(n, j);
     if (n->joining)
         snprintf(msg, len, "a join is already pending on this connection"), *st = CORE_BAD_REQUEST;
     else if (!j->recover)

@@ -170,6 +170,8 @@ void rdzv_recover_moved(struct rdzv *rz, const struct rdzv_node *n, int joined);
 void rdzv_recover_lost(struct rdzv *rz);
 /* The latest generation just broke: open its recovery round for the members that armed theirs. */
 void rdzv_recover_open_armed(struct rdzv *rz);
+/* A member that armed its recovery joins the plain round (j): its armed join is answered CONFLICT. */
+void rdzv_recover_disarm(struct rdzv_node *n, const struct rdzv_join_req *j);
 /* A node arrived that a recovery round could admit (a newcomer or a standby): it may close now. */
 void rdzv_recover_check(struct rdzv *rz);
 /* Free the recovery round's timer (at exit). */

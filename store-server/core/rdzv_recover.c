@@ -351,6 +351,17 @@ int rdzv_recover_join(struct rdzv_node *n, const struct rdzv_join_req *j, uint64
     return CORE_OK;
 }
 
+/* A member that armed its recovery and now joins the plain round (j) wants a new world instead: its armed
+ * join is answered CONFLICT and the join goes on. */
+void rdzv_recover_disarm(struct rdzv_node *n, const struct rdzv_join_req *j)
+{
+    if (!n->joining || n->queue != RDZV_Q_RECOVER || !n->rz->running || j->recover)
+        return;
+    uint64_t id = n->join_id;
+    rdzv_unpark(n);
+    rdzv_reply(n, id, CORE_CONFLICT, "the armed recovery was replaced by a join of the next round", NULL);
+}
+
 /* A member of the latest generation was lost while its recovery round may be open: a parked one is
  * answered EXCLUDED, the deadline is extended (at most twice), and the round may close without it. */
 void rdzv_recover_lost(struct rdzv *rz)
