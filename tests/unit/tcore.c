@@ -275,12 +275,33 @@ const struct rdzv_owner_ops t_ops = {t_park, t_unpark, t_reply, t_event, t_live,
 /* Join with id, the round's min/max and last call; the join's status. */
 int t_join(struct t_world *w, struct t_node *o, const char *id, uint32_t min, uint32_t max, uint32_t last_call)
 {
-    static uint64_t next_req = 1;
-    struct rdzv_owner owner = {&t_ops, o, &o->node, o->session, &o->share};
     struct rdzv_join_req j = {.node_id = id, .local_world_size = 1, .min_nodes = min, .max_nodes = max,
                               .last_call_ms = last_call, .timeout_ms = 1000};
     char msg[256];
-    return rdzv_join(w->ns, &owner, &j, next_req++, msg, sizeof msg);
+    return t_join_req(w, o, &j, msg, sizeof msg);
+}
+
+/* Send join j as o's (the next request id); the join's status, with msg filled when refused. */
+int t_join_req(struct t_world *w, struct t_node *o, const struct rdzv_join_req *j, char *msg, size_t len)
+{
+    static uint64_t next_req = 1;
+    struct rdzv_owner owner = {&t_ops, o, &o->node, o->session, &o->share};
+    return rdzv_join(w->ns, &owner, j, next_req++, msg, len);
+}
+
+/* Form a generation of n nodes n0..n(n-1) that a recovery can shrink (min 1, max n, two local ranks each,
+ * the member list asked for, a long last call: it closes at n); its number. */
+uint64_t t_form_members(struct t_world *w, struct t_node *v, int n)
+{
+    char id[16], msg[256];
+    for (int i = 0; i < n; i++) {
+        v[i].session = (uint64_t)i + 1;
+        snprintf(id, sizeof id, "n%d", i);
+        struct rdzv_join_req j = {.node_id = id, .local_world_size = 2, .min_nodes = 1, .max_nodes = (uint32_t)n,
+                                  .last_call_ms = 60000, .timeout_ms = 30000, .want_members = 1};
+        CHECK_EQ(t_join_req(w, &v[i], &j, msg, sizeof msg), MUSTER__STATUS__OK);
+    }
+    return v[0].a.generation;
 }
 
 /* Form a generation of n nodes (min = max = n, ids n0, n1, ...); its number. */

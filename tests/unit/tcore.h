@@ -8,6 +8,7 @@
 #ifndef MUSTER_TEST_TCORE_H
 #define MUSTER_TEST_TCORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core.h"
@@ -83,8 +84,13 @@ int t_live(void *owner);
 const char *t_peer(void *owner);
 /* Join with id, the round's min/max and last call; the join's status. */
 int t_join(struct t_world *w, struct t_node *o, const char *id, uint32_t min, uint32_t max, uint32_t last_call);
+/* Send join j as o's (the next request id); the join's status, with msg filled when refused. */
+int t_join_req(struct t_world *w, struct t_node *o, const struct rdzv_join_req *j, char *msg, size_t len);
 /* Form a generation of n nodes (min = max = n, ids n0, n1, ...); its number. */
 uint64_t t_form(struct t_world *w, struct t_node *nodes, int n);
+/* Form a generation of n nodes n0..n(n-1) that a recovery can shrink (min 1, max n, two local ranks each,
+ * the member list asked for, a long last call: it closes at n); its number. */
+uint64_t t_form_members(struct t_world *w, struct t_node *v, int n);
 /* The value of key in w's namespace as a string ("" when absent). */
 const char *t_value(struct t_world *w, const char *key);
 

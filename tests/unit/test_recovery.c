@@ -26,8 +26,6 @@ static uint32_t t_last_call = 60000;
 /* Join as how with the member list asked for; the join's status. */
 static int t_rjoin(struct t_world *w, struct t_node *o, const char *id, uint32_t min, uint32_t max, enum t_how how)
 {
-    static uint64_t next_req = 1000;
-    struct rdzv_owner owner = {&t_ops, o, &o->node, o->session, &o->share};
     struct rdzv_join_req j = {.node_id = id,
                               .local_world_size = 2,
                               .min_nodes = min,
@@ -38,22 +36,10 @@ static int t_rjoin(struct t_world *w, struct t_node *o, const char *id, uint32_t
                               .recover = how == T_RECOVER,
                               .standby = how == T_STANDBY};
     char msg[256];
-    int st = rdzv_join(w->ns, &owner, &j, next_req++, msg, sizeof msg);
+    int st = t_join_req(w, o, &j, msg, sizeof msg);
     if (st != MUSTER__STATUS__OK)
         snprintf(o->agreed, sizeof o->agreed, "%s", msg);
     return st;
-}
-
-/* Form a generation of n nodes n0..n(n-1) (min 1, max n: it closes at n); its number. */
-static uint64_t t_gen(struct t_world *w, struct t_node *v, int n)
-{
-    char id[16];
-    for (int i = 0; i < n; i++) {
-        v[i].session = (uint64_t)i + 1;
-        snprintf(id, sizeof id, "n%d", i);
-        CHECK_EQ(t_rjoin(w, &v[i], id, 1, (uint32_t)n, T_PLAIN), MUSTER__STATUS__OK);
-    }
-    return v[0].a.generation;
 }
 
 /* Node o's connection closes. */
@@ -85,7 +71,7 @@ static void t_all_survivors(void *unused)
     struct t_world w;
     struct t_node v[4] = {{0}};
     t_world_init(&w, 0);
-    uint64_t g = t_gen(&w, v, 4);
+    uint64_t g = t_form_members(&w, v, 4);
     t_kill(&v[2]);
     CHECK_EQ(v[0].last_event, RDZV_MEMBER_LOST);
     CHECK_EQ(v[3].event_gen, g);
@@ -121,7 +107,7 @@ static void t_deadline(void *unused)
     struct t_world w;
     struct t_node v[4] = {{0}};
     t_world_init(&w, 0);
-    uint64_t g = t_gen(&w, v, 4);
+    uint64_t g = t_form_members(&w, v, 4);
     t_kill(&v[1]);
     int rec[] = {0, 2};
     t_recover_all(&w, v, rec, 2);
@@ -152,7 +138,7 @@ static void t_second_failure(void *unused)
     struct t_world w;
     struct t_node v[5] = {{0}};
     t_world_init(&w, 0);
-    t_gen(&w, v, 5);
+    t_form_members(&w, v, 5);
     t_kill(&v[0]);
     int rec[] = {1, 4};
     t_recover_all(&w, v, rec, 2);
@@ -180,7 +166,7 @@ static void t_partitioned(void *unused)
     struct t_node v[3] = {{0}};
     char msg[128];
     t_world_init(&w, 1000);
-    uint64_t g = t_gen(&w, v, 3);
+    uint64_t g = t_form_members(&w, v, 3);
     t_advance(600);
     CHECK_EQ(rdzv_heartbeat(v[0].node, g, msg, sizeof msg), MUSTER__STATUS__OK);
     CHECK_EQ(rdzv_heartbeat(v[1].node, g, msg, sizeof msg), MUSTER__STATUS__OK);
@@ -285,7 +271,7 @@ static void t_duplicate_ids(void *unused)
     /* A recovery: survivors n0 and n1, and a newcomer that calls itself n0. */
     t_world_init(&w, 0);
     t_last_call = 60000;
-    t_gen(&w, v3, 3);
+    t_form_members(&w, v3, 3);
     t_kill(&v3[2]);
     x[0].session = 9;
     CHECK_EQ(t_rjoin(&w, &x[0], "n0", 1, 3, T_PLAIN), MUSTER__STATUS__OK);
@@ -308,7 +294,7 @@ static void t_oversubscribed(void *unused)
     struct t_world w;
     struct t_node v[4] = {{0}};
     t_world_init(&w, 0);
-    t_gen(&w, v, 2);
+    t_form_members(&w, v, 2);
     v[2].session = 3;
     v[3].session = 4;
     CHECK_EQ(t_rjoin(&w, &v[2], "n2", 2, 2, T_PLAIN), MUSTER__STATUS__OK);
@@ -370,7 +356,7 @@ static void t_bad_input(void *unused)
     char msg[256];
     uint64_t gen = 0;
     t_world_init(&w, 0);
-    t_gen(&w, v, 2);
+    t_form_members(&w, v, 2);
     CHECK_EQ(t_rjoin(&w, &stranger, "", 1, 1, T_RECOVER), MUSTER__STATUS__NOT_MEMBER);
     CHECK_EQ(t_rjoin(&w, &v[0], "", 1, 1, T_RECOVER), MUSTER__STATUS__CONFLICT);
     CHECK(strstr(v[0].agreed, "running") != NULL);
@@ -409,7 +395,7 @@ static void t_report_votes(void *unused)
     char msg[256];
     uint64_t gen = 0;
     t_world_init(&w, 0);
-    uint64_t g = t_gen(&w, v, 4);
+    uint64_t g = t_form_members(&w, v, 4);
     for (int i = 1; i < 4; i++) {
         char id[8];
         snprintf(id, sizeof id, "n%d", i);
@@ -443,7 +429,7 @@ static void t_report_heartbeat(void *unused)
     char msg[256];
     uint64_t gen = 0;
     t_world_init(&w, 3000);
-    uint64_t g = t_gen(&w, v, 3);
+    uint64_t g = t_form_members(&w, v, 3);
     t_advance(1000);
     CHECK_EQ(rdzv_heartbeat(v[0].node, g, msg, sizeof msg), MUSTER__STATUS__OK);
     CHECK_EQ(rdzv_heartbeat(v[1].node, g, msg, sizeof msg), MUSTER__STATUS__OK);
@@ -464,7 +450,7 @@ static void t_recovery_timed(void *unused)
     struct t_world w;
     struct t_node v[3] = {{0}};
     t_world_init(&w, 0);
-    t_gen(&w, v, 3);
+    t_form_members(&w, v, 3);
     t_kill(&v[1]);
     t_advance(30);
     int rec[] = {0, 2};
@@ -484,7 +470,7 @@ static void t_restart_all_back(void *unused)
     struct t_world w;
     struct t_node v[5] = {{0}};
     t_world_init(&w, 0);
-    uint64_t g = t_gen(&w, v, 4);
+    uint64_t g = t_form_members(&w, v, 4);
     t_last_call = 1000;
     t_kill(&v[2]);
     int back[] = {3, 0, 1};
@@ -521,7 +507,7 @@ static void t_restart_all_back_orders(void *unused)
         struct t_world w;
         struct t_node v[3] = {{0}};
         t_world_init(&w, 0);
-        uint64_t g = t_gen(&w, v, 3);
+        uint64_t g = t_form_members(&w, v, 3);
         t_last_call = 1000;
         CHECK_EQ(t_rjoin(&w, &v[0], "n0", 1, 3, T_PLAIN), MUSTER__STATUS__OK);
         if (order == 1)
@@ -547,7 +533,7 @@ static void t_timeout_names_missing(void *unused)
     struct t_world w;
     struct t_node v[4] = {{0}};
     t_world_init(&w, 0);
-    t_gen(&w, v, 4);
+    t_form_members(&w, v, 4);
     t_kill(&v[3]);
     CHECK_EQ(t_join(&w, &v[0], "n0", 4, 4, 0), MUSTER__STATUS__OK);
     t_advance(500);
@@ -600,7 +586,7 @@ static void t_views(void *unused)
     struct t_world w;
     struct t_node v[3] = {{0}}, sb = {0};
     t_world_init(&w, 0);
-    uint64_t g = t_gen(&w, v, 3);
+    uint64_t g = t_form_members(&w, v, 3);
     sb.session = 9;
     CHECK_EQ(t_rjoin(&w, &sb, "s0", 1, 3, T_STANDBY), MUSTER__STATUS__OK);
     t_advance(1500);

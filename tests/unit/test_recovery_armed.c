@@ -22,11 +22,9 @@
 /* How a node joins. */
 enum t_how { T_PLAIN, T_RECOVER, T_ARMED };
 
-/* Join as how (min/max for plain joins), with the member list asked for; the join's status. */
+/* Join as how (max for plain joins), with the member list asked for; the join's status. */
 static int ta_join(struct t_world *w, struct t_node *o, const char *id, uint32_t max, enum t_how how)
 {
-    static uint64_t next_req = 5000;
-    struct rdzv_owner owner = {&t_ops, o, &o->node, o->session, &o->share};
     struct rdzv_join_req j = {.node_id = id,
                               .local_world_size = 2,
                               .min_nodes = 1,
@@ -37,22 +35,10 @@ static int ta_join(struct t_world *w, struct t_node *o, const char *id, uint32_t
                               .recover = how != T_PLAIN,
                               .armed = how == T_ARMED};
     char msg[256];
-    int st = rdzv_join(w->ns, &owner, &j, next_req++, msg, sizeof msg);
+    int st = t_join_req(w, o, &j, msg, sizeof msg);
     if (st != MUSTER__STATUS__OK)
         snprintf(o->msg, sizeof o->msg, "%s", msg);
     return st;
-}
-
-/* Form a generation of n nodes n0..n(n-1); its number. */
-static uint64_t ta_form(struct t_world *w, struct t_node *v, int n)
-{
-    char id[16];
-    for (int i = 0; i < n; i++) {
-        v[i].session = (uint64_t)i + 1;
-        snprintf(id, sizeof id, "n%d", i);
-        CHECK_EQ(ta_join(w, &v[i], id, (uint32_t)n, T_PLAIN), MUSTER__STATUS__OK);
-    }
-    return v[0].a.generation;
 }
 
 /* Every open connection of v closes (nothing left parked at the end of a case). */
@@ -73,7 +59,7 @@ static void t_all_armed(void *unused)
     struct t_world w;
     struct t_node v[4] = {{0}};
     t_world_init(&w, 0);
-    uint64_t g = ta_form(&w, v, 4);
+    uint64_t g = t_form_members(&w, v, 4);
     for (int i = 0; i < 4; i++)
         CHECK_EQ(ta_join(&w, &v[i], "", 1, T_ARMED), MUSTER__STATUS__OK);
     CHECK_EQ(w.stats.c[STAT_RDZV_ARMED], 4);
@@ -118,7 +104,7 @@ static void t_every_mix(void *unused)
             struct t_world w;
             struct t_node v[4] = {{0}};
             t_world_init(&w, 0);
-            ta_form(&w, v, 4);
+            t_form_members(&w, v, 4);
             int late = 0;
             for (int k = 0; k < 3; k++)
                 if (mask & (1 << k))
@@ -156,7 +142,7 @@ static void t_armed_deadline(void *unused)
     struct t_world w;
     struct t_node v[3] = {{0}};
     t_world_init(&w, 0);
-    ta_form(&w, v, 3);
+    t_form_members(&w, v, 3);
     CHECK_EQ(ta_join(&w, &v[0], "", 1, T_ARMED), MUSTER__STATUS__OK);
     t_advance(10000);
     v[1].gone = 1;
@@ -180,7 +166,7 @@ static void t_armed_silent(void *unused)
     struct t_node v[3] = {{0}};
     char msg[256];
     t_world_init(&w, 3000);
-    uint64_t g = ta_form(&w, v, 3);
+    uint64_t g = t_form_members(&w, v, 3);
     for (int i = 0; i < 3; i++)
         CHECK_EQ(ta_join(&w, &v[i], "", 1, T_ARMED), MUSTER__STATUS__OK);
     for (int k = 0; k < 2; k++) {
@@ -209,7 +195,7 @@ static void t_armed_leaves(void *unused)
     struct t_world w;
     struct t_node v[4] = {{0}};
     t_world_init(&w, 0);
-    ta_form(&w, v, 4);
+    t_form_members(&w, v, 4);
     for (int i = 0; i < 4; i++)
         CHECK_EQ(ta_join(&w, &v[i], "", 1, T_ARMED), MUSTER__STATUS__OK);
     rdzv_leave(v[3].node, 1);
@@ -237,7 +223,7 @@ static void t_armed_refused(void *unused)
     struct t_node v[3] = {{0}};
     struct t_node out = {.session = 99};
     t_world_init(&w, 0);
-    ta_form(&w, v, 3);
+    t_form_members(&w, v, 3);
     CHECK_EQ(ta_join(&w, &out, "", 1, T_ARMED), MUSTER__STATUS__NOT_MEMBER);
     CHECK_EQ(ta_join(&w, &v[0], "", 1, T_RECOVER), MUSTER__STATUS__CONFLICT);
     CHECK(strstr(v[0].msg, "arm the recovery") != NULL);
@@ -268,7 +254,7 @@ static void t_lost_together(void *unused)
     struct t_world w;
     struct t_node v[5] = {{0}};
     t_world_init(&w, 0);
-    ta_form(&w, v, 5);
+    t_form_members(&w, v, 5);
     for (int i = 0; i < 5; i++)
         CHECK_EQ(ta_join(&w, &v[i], "", 1, T_ARMED), MUSTER__STATUS__OK);
     v[1].gone = v[3].gone = 1;
