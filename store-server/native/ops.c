@@ -17,6 +17,7 @@
 #include "conn.h"
 #include "ha.h"
 #include "kvops.h"
+#include "pbuf.h"
 #include "rdzv.h"
 #include "op_rdzv.h"
 #include "server.h"
@@ -205,18 +206,15 @@ static void ops_unknown(struct conn *c, const Muster__Request *req)
     conn_replyf(c, req->id, MUSTER__STATUS__UNKNOWN_OP, "unknown op %u", op);
 }
 
-/* The message of req's op (a case with a row), or NULL: pbuf_oneof_get with the field descriptor looked up
- * once per op case instead of on every request. */
+/* The message of req's op (a case with a row), or NULL: the op's field descriptor is looked up once per op
+ * case instead of on every request. */
 static const ProtobufCMessage *ops_message(const Muster__Request *req)
 {
     static const ProtobufCFieldDescriptor *fields[OPS_SLOTS];
     unsigned op = req->op_case;
     if (!fields[op])
         fields[op] = protobuf_c_message_descriptor_get_field(&muster__request__descriptor, op);
-    const ProtobufCFieldDescriptor *f = fields[op];
-    if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE || !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
-        return NULL;
-    return *(ProtobufCMessage *const *)((const char *)req + f->offset);
+    return pbuf_oneof_at(&req->base, fields[op]);
 }
 
 /* Run the row-driven checks that every op shares; a wire status with msg filled. */

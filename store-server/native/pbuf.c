@@ -10,14 +10,14 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The sub-message held by msg's oneof member with field number id, or NULL. */
-ProtobufCMessage *pbuf_oneof_get(const ProtobufCMessage *msg, unsigned id)
+/* The sub-message msg holds in oneof member f (a message field of msg's descriptor), or NULL when f is
+ * none, or not a oneof message member, or not the member set. */
+ProtobufCMessage *pbuf_oneof_at(const ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f)
 {
-    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(msg->descriptor, id);
     if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE || !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
         return NULL;
     const char *base = (const char *)msg;
-    if (*(const uint32_t *)(base + f->quantifier_offset) != id)
+    if (*(const uint32_t *)(base + f->quantifier_offset) != f->id)
         return NULL;
     return *(ProtobufCMessage *const *)(base + f->offset);
 }

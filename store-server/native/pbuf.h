@@ -6,8 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The sub-message held by msg's oneof member with field number id, or NULL. */
-ProtobufCMessage *pbuf_oneof_get(const ProtobufCMessage *msg, unsigned id);
+/* The sub-message msg holds in oneof member f (a message field of msg's descriptor), or NULL when f is
+ * none, or not a oneof message member, or not the member set.  The caller looks f up (once: ops.c). */
+ProtobufCMessage *pbuf_oneof_at(const ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f);
 /* Put sub into the oneof member of msg whose type is sub's type; -1 when msg has no such member. */
 int pbuf_oneof_set(ProtobufCMessage *msg, const ProtobufCMessage *sub);
 /* Whether the packed message of n bytes at p (of type d) has a string field, at any depth, holding a NUL
