@@ -550,9 +550,8 @@ void run_relay_comb_flush(struct run_relay *r)
  * ADD of 0 (torch's barrier reading its count: it reads the count after the add in flight, as a get would);
  * no other write of the key was sent after it (a write seals it), and no write of m's connection sent after it
  * is still unanswered.  So a node's workers asking one key in different loop turns share one call.  The answer
- * read is
- * one musterd gave after every write of the worker and everything the node heard from the store before the
- * request came: musterd answers the one connection in order, so a call that musterd answered before any of
+ * read is one musterd gave after every write of the worker and everything the node heard from the store before
+ * the request came: musterd answers the one connection in order, so a call that musterd answered before any of
  * those is answered here before it too, and is no longer in flight.  1 when joined, 0 when it may not, -1 with
  * m's connection closed. */
 static int run_relay_comb_ride(struct run_relay *r, struct run_relay_key *e, enum run_relay_comb_kind kind,
