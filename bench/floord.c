@@ -39,15 +39,6 @@ struct floor_conn {
 static uint8_t floor_in[2 * FLOOR_BUF];
 static uint8_t floor_out[FLOOR_BUF];
 
-static volatile sig_atomic_t floor_stop;
-
-/* Stop on SIGTERM/SIGINT. */
-static void floor_on_signal(int sig)
-{
-    (void)sig;
-    floor_stop = 1;
-}
-
 /* Drop a connection. */
 static void floor_close(int ep, struct floor_conn *c)
 {
@@ -148,14 +139,8 @@ static void floor_accept(int ep, int lfd)
 /* Listen on 127.0.0.1 (port from the kernel), write the port file, serve until a signal. */
 int main(int argc, char **argv)
 {
-    if (argc != 3 || strcmp(argv[1], "--port-file")) {
-        fprintf(stderr, "usage: muster-floord --port-file PATH\n");
+    if (floor_begin("muster-floord", argc, argv) != 0)
         return 2;
-    }
-    signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa = {.sa_handler = floor_on_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
     int lfd = floor_listen("muster-floord", argv[2], 1);
     if (lfd < 0)
         return 1;

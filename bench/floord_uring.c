@@ -50,15 +50,6 @@ struct uring_conn {
     uint8_t wbuf[FLOOR_BUF];
 };
 
-static volatile sig_atomic_t uring_stop;
-
-/* Stop on SIGTERM/SIGINT. */
-static void uring_on_signal(int sig)
-{
-    (void)sig;
-    uring_stop = 1;
-}
-
 /* A submission entry, submitting what is queued when the ring is full; NULL when none can be had. */
 static struct io_uring_sqe *uring_sqe(struct io_uring *ring)
 {
@@ -230,14 +221,8 @@ static void uring_complete(struct io_uring *ring, int lfd, const struct io_uring
 /* Listen, write the port file, serve until a signal: one io_uring_enter per turn. */
 int main(int argc, char **argv)
 {
-    if (argc != 3 || strcmp(argv[1], "--port-file")) {
-        fprintf(stderr, "usage: muster-floord-uring --port-file PATH\n");
+    if (floor_begin("muster-floord-uring", argc, argv) != 0)
         return 2;
-    }
-    signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa = {.sa_handler = uring_on_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
     struct io_uring ring;
     /* One thread submits, and completions run when it enters the kernel: no task work interrupts it
      * (kernels before 6.1 lack the flags: then the plain setup). */
@@ -255,7 +240,7 @@ int main(int argc, char **argv)
         return 1;
     uring_accept(&ring, lfd);
     struct __kernel_timespec tick = {.tv_sec = 0, .tv_nsec = 200000000};
-    while (!uring_stop) {
+    while (!floor_stop) {
         struct io_uring_cqe *cqe;
         rc = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &tick, NULL);
         if (rc < 0 && rc != -ETIME && rc != -EINTR) {

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -98,6 +99,29 @@ long floor_answer(const uint8_t *in, uint32_t have, uint8_t *out, size_t room, u
     }
     *used = off;
     return (long)wn;
+}
+
+volatile sig_atomic_t floor_stop;
+
+/* Stop on SIGTERM/SIGINT. */
+static void floor_on_signal(int sig)
+{
+    (void)sig;
+    floor_stop = 1;
+}
+
+/* Check the command line and set the signals up; see floorproto.h. */
+int floor_begin(const char *prog, int argc, char **argv)
+{
+    if (argc != 3 || strcmp(argv[1], "--port-file")) {
+        fprintf(stderr, "usage: %s --port-file PATH\n", prog);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {.sa_handler = floor_on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    return 0;
 }
 
 /* Listen on 127.0.0.1 and write the port file; see floorproto.h. */
