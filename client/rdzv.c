@@ -118,14 +118,21 @@ static int rdzv_answered(muster_t *m, Muster__Response *resp, muster_assignment 
     return rc;
 }
 
-/* Forget an armed recovery: its answer, or the answer still to come (its callback then ignores it). */
-static void rdzv_disarm(muster_t *m)
+/* Forget an armed recovery's answer, and the answer still to come (its callback then ignores it); under
+ * the lock. */
+static void rdzv_disarm_locked(muster_t *m)
 {
-    flight_lock(m);
     m->armed_seq = 0;
     m->armed_pending = 0;
     wire_free(m->armed_resp);
     m->armed_resp = NULL;
+}
+
+/* Forget an armed recovery (rdzv_disarm_locked, taking the lock). */
+static void rdzv_disarm(muster_t *m)
+{
+    flight_lock(m);
+    rdzv_disarm_locked(m);
     flight_unlock(m);
 }
 
@@ -195,8 +202,7 @@ int muster_rdzv_arm(muster_t *m, const muster_rdzv_opts *opts, uint32_t timeout_
         flight_unlock(m);
         return error_set(m, MUSTER_ECONN, "the store connection is down: nothing to arm");
     }
-    wire_free(m->armed_resp);
-    m->armed_resp = NULL;
+    rdzv_disarm_locked(m);
     uint64_t seq = ++m->armed_made;
     m->armed_seq = seq;
     m->armed_pending = 1;
