@@ -289,6 +289,21 @@ int t_join_req(struct t_world *w, struct t_node *o, const struct rdzv_join_req *
     return rdzv_join(w->ns, &owner, j, next_req++, msg, len);
 }
 
+/* Node o's connection closes. */
+void t_kill(struct t_node *o)
+{
+    o->gone = 1;
+    rdzv_node_gone(o->node);
+}
+
+/* Every open connection of v[0..n) closes (nothing left parked at the end of a case). */
+void t_close_all(struct t_node *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!v[i].gone && v[i].node)
+            t_kill(&v[i]);
+}
+
 /* Form a generation of n nodes n0..n(n-1) that a recovery can shrink (min 1, max n, two local ranks each,
  * the member list asked for, a long last call: it closes at n); its number. */
 uint64_t t_form_members(struct t_world *w, struct t_node *v, int n)

@@ -88,6 +88,10 @@ int t_join(struct t_world *w, struct t_node *o, const char *id, uint32_t min, ui
 int t_join_req(struct t_world *w, struct t_node *o, const struct rdzv_join_req *j, char *msg, size_t len);
 /* Form a generation of n nodes (min = max = n, ids n0, n1, ...); its number. */
 uint64_t t_form(struct t_world *w, struct t_node *nodes, int n);
+/* Node o's connection closes. */
+void t_kill(struct t_node *o);
+/* Every open connection of v[0..n) closes (nothing left parked at the end of a case). */
+void t_close_all(struct t_node *v, int n);
 /* Form a generation of n nodes n0..n(n-1) that a recovery can shrink (min 1, max n, two local ranks each,
  * the member list asked for, a long last call: it closes at n); its number. */
 uint64_t t_form_members(struct t_world *w, struct t_node *v, int n);

@@ -42,26 +42,11 @@ static int t_rjoin(struct t_world *w, struct t_node *o, const char *id, uint32_t
     return st;
 }
 
-/* Node o's connection closes. */
-static void t_kill(struct t_node *o)
-{
-    o->gone = 1;
-    rdzv_node_gone(o->node);
-}
-
 /* Recover-join every node of v named in idx (n of them). */
 static void t_recover_all(struct t_world *w, struct t_node *v, const int *idx, int n)
 {
     for (int i = 0; i < n; i++)
         CHECK_EQ(t_rjoin(w, &v[idx[i]], "", 1, 1, T_RECOVER), MUSTER__STATUS__OK);
-}
-
-/* Every survivor's connection leaves at the end of a case (nothing left parked). */
-static void t_close_all(struct t_node *v, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (!v[i].gone && v[i].node)
-            t_kill(&v[i]);
 }
 
 /* One lost of four: the round closes when the last survivor joins; order and old ranks kept. */

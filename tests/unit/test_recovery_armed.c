@@ -41,15 +41,7 @@ static int ta_join(struct t_world *w, struct t_node *o, const char *id, uint32_t
     return st;
 }
 
-/* Every open connection of v closes (nothing left parked at the end of a case). */
-static void t_close(struct t_node *v, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (!v[i].gone && v[i].node) {
-            v[i].gone = 1;
-            rdzv_node_gone(v[i].node);
-        }
-}
+
 
 /* Every survivor armed: the break answers them all at once, after their loss event, as a recovery joined
  * after the event would (the same words as test_recovery.c's t_all_survivors). */
@@ -71,8 +63,7 @@ static void t_all_armed(void *unused)
     CHECK_EQ(v[0].replies, 1); /* only the first round's answer */
     t_advance(60000);          /* no deadline while the generation runs */
     CHECK_EQ(v[0].replies, 1);
-    v[2].gone = 1;
-    rdzv_node_gone(v[2].node);
+    t_kill(&v[2]);
     CHECK_EQ(v[0].replies, 1); /* at the end of the turn, */
     CHECK_EQ(v[0].events, 0);  /* the loss event too, so that both leave in one write */
     t_turn();
@@ -89,7 +80,7 @@ static void t_all_armed(void *unused)
     CHECK_EQ(w.last_gen, g + 1);
     CHECK_EQ(w.stats.c[STAT_RDZV_RECOVERIES], 1);
     CHECK_EQ(w.stats.c[STAT_RDZV_AGREE_US], 0); /* agreed in the turn of the break */
-    t_close(v, 4);
+    t_close_all(v, 4);
     t_world_fini(&w);
 }
 
@@ -111,8 +102,7 @@ static void t_every_mix(void *unused)
                     CHECK_EQ(ta_join(&w, &v[orders[0][k]], "", 1, T_ARMED), MUSTER__STATUS__OK);
                 else
                     late++;
-            v[2].gone = 1;
-            rdzv_node_gone(v[2].node);
+            t_kill(&v[2]);
             t_turn();
             int seen = 0;
             for (int k = 0; k < 3; k++) {
@@ -128,7 +118,7 @@ static void t_every_mix(void *unused)
             CHECK_STR(v[1].agreed, v[0].agreed);
             CHECK_STR(v[3].agreed, v[0].agreed);
             CHECK_EQ(w.stats.c[STAT_RDZV_RECOVERIES], 1);
-            t_close(v, 4);
+            t_close_all(v, 4);
             t_world_fini(&w);
         }
     }
@@ -145,15 +135,14 @@ static void t_armed_deadline(void *unused)
     t_form_members(&w, v, 3);
     CHECK_EQ(ta_join(&w, &v[0], "", 1, T_ARMED), MUSTER__STATUS__OK);
     t_advance(10000);
-    v[1].gone = 1;
-    rdzv_node_gone(v[1].node);
+    t_kill(&v[1]);
     t_advance(1999);
     CHECK_EQ(v[0].replies, 1);
     t_advance(1);
     CHECK_EQ(v[0].replies, 2);
     CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 x n1:1:closed its connection x n2:2:did not join the recovery "
                            "round within --recovery-timeout");
-    t_close(v, 3);
+    t_close_all(v, 3);
     t_world_fini(&w);
 }
 
@@ -183,7 +172,7 @@ static void t_armed_silent(void *unused)
     CHECK_EQ(v[0].status, MUSTER__STATUS__OK);
     CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 n2:2->1 x n1:1:missed its heartbeats");
     CHECK_STR(v[2].agreed, v[0].agreed);
-    t_close(v, 3);
+    t_close_all(v, 3);
     t_world_fini(&w);
 }
 
@@ -211,7 +200,7 @@ static void t_armed_leaves(void *unused)
     CHECK_STR(v[0].agreed, v[1].agreed);
     CHECK_STR(v[2].agreed, v[1].agreed);
     CHECK_EQ(w.stats.c[STAT_RDZV_RECOVERIES], 1);
-    t_close(v, 3);
+    t_close_all(v, 3);
     t_world_fini(&w);
 }
 
@@ -229,8 +218,7 @@ static void t_armed_refused(void *unused)
     CHECK(strstr(v[0].msg, "arm the recovery") != NULL);
     CHECK_EQ(ta_join(&w, &v[0], "", 1, T_ARMED), MUSTER__STATUS__OK);
     CHECK_EQ(ta_join(&w, &v[0], "", 1, T_ARMED), MUSTER__STATUS__BAD_REQUEST); /* one pending join */
-    v[2].gone = 1;
-    rdzv_node_gone(v[2].node);
+    t_kill(&v[2]);
     t_turn();
     CHECK_EQ(v[0].replies, 1);
     CHECK_EQ(ta_join(&w, &v[1], "", 1, T_ARMED), MUSTER__STATUS__OK); /* broken: a recover */
@@ -238,11 +226,8 @@ static void t_armed_refused(void *unused)
     CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 n1:1->1 x n2:2:closed its connection");
     CHECK_STR(v[1].agreed, v[0].agreed);
     CHECK_EQ(w.stats.c[STAT_RDZV_BAD_RECOVER], 2);
-    t_close(v, 3);
-    if (out.node) {
-        out.gone = 1;
-        rdzv_node_gone(out.node);
-    }
+    t_close_all(v, 3);
+    t_close_all(&out, 1);
     t_world_fini(&w);
 }
 
@@ -257,23 +242,21 @@ static void t_lost_together(void *unused)
     t_form_members(&w, v, 5);
     for (int i = 0; i < 5; i++)
         CHECK_EQ(ta_join(&w, &v[i], "", 1, T_ARMED), MUSTER__STATUS__OK);
-    v[1].gone = v[3].gone = 1;
-    rdzv_node_gone(v[1].node);
-    rdzv_node_gone(v[3].node);
+    t_kill(&v[1]);
+    t_kill(&v[3]);
     t_turn();
     CHECK_EQ(v[0].replies, 2);
     CHECK_STR(v[0].agreed, "gen 2 prev 1 | n0:0->0 n2:2->1 n4:4->2 x n1:1:closed its connection x n3:3:closed its "
                            "connection");
     CHECK_STR(v[4].agreed, v[0].agreed);
     CHECK_EQ(w.stats.c[STAT_RDZV_RECOVERIES], 1);
-    v[4].gone = 1;
-    rdzv_node_gone(v[4].node); /* nobody armed generation 2 yet: the survivors recover after the event */
+    t_kill(&v[4]); /* nobody armed generation 2 yet: the survivors recover after the event */
     CHECK_EQ(v[0].last_event, RDZV_MEMBER_LOST);
     CHECK_EQ(ta_join(&w, &v[0], "", 1, T_ARMED), MUSTER__STATUS__OK);
     CHECK_EQ(ta_join(&w, &v[2], "", 1, T_RECOVER), MUSTER__STATUS__OK);
     CHECK_STR(v[2].agreed, "gen 3 prev 2 | n0:0->0 n2:1->1 x n4:2:closed its connection");
     CHECK_STR(v[0].agreed, v[2].agreed);
-    t_close(v, 5);
+    t_close_all(v, 5);
     t_world_fini(&w);
 }
 
