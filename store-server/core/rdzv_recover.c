@@ -154,14 +154,16 @@ static int rdzv_recover_pick(struct rdzv *rz, struct rdzv_set *out)
     for (size_t i = 0; i < rz->rec.n; i++)
         if (rdzv_set_add(out, rz->rec.v[i]) != 0)
             return -1;
-    qsort(out->v, out->n, sizeof *out->v, rdzv_cmp_old_rank);
+    if (out->n > 1) /* qsort's array may not be NULL, even empty */
+        qsort(out->v, out->n, sizeof *out->v, rdzv_cmp_old_rank);
     struct rdzv_set fresh = {0};
     for (size_t i = 0; i < rz->round.n; i++)
         if (rz->round.v[i]->owner.ops->live(rz->round.v[i]->owner.arg) && rdzv_set_add(&fresh, rz->round.v[i]) != 0) {
             free(fresh.v);
             return -1;
         }
-    qsort(fresh.v, fresh.n, sizeof *fresh.v, rdzv_cmp_seq);
+    if (fresh.n > 1)
+        qsort(fresh.v, fresh.n, sizeof *fresh.v, rdzv_cmp_seq);
     for (size_t i = 0; i < fresh.n && out->n < max; i++)
         if (rdzv_set_add(out, fresh.v[i]) != 0) {
             free(fresh.v);

@@ -131,6 +131,26 @@ static void t_keys(json_t *j, const char *where, const char *const *paths)
         }
 }
 
+/* Whether the page's own source (/v1/status?offset=0, cached by its URI for --http-cache) shows job "job" at
+ * generation gen, within 20 s: what the page renders may be up to that cache's age behind /v1/jobs/job. */
+static int t_page_sees_gen(int gen)
+{
+    for (int64_t end = h_now_ms() + 20000; h_now_ms() < end; h_nap(50)) {
+        json_t *j = t_json("/v1/status?offset=0");
+        json_t *jobs = j ? t_at(j, "jobs") : NULL;
+        int seen = 0;
+        for (size_t i = 0; jobs && i < json_array_size(jobs); i++) {
+            json_t *e = json_array_get(jobs, i);
+            const char *name = json_string_value(t_at(e, "name"));
+            seen |= name && strcmp(name, "job") == 0 && json_integer_value(t_at(e, "generation")) == gen;
+        }
+        json_decref(j);
+        if (seen)
+            return 1;
+    }
+    return 0;
+}
+
 /* Job "job" of /v1/jobs/job, once it runs generation gen with n members (up to 20 s); NULL if never. */
 static json_t *t_await_gen(int gen, int n)
 {
@@ -450,6 +470,7 @@ static void t_page_case(const char *chrome)
     json_t *j = t_await_gen(2, 3);
     CHECK(j != NULL);
     json_decref(j);
+    CHECK(t_page_sees_gen(2));
     dom = t_chromium(chrome, url, shot2);
     CHECK(dom != NULL);
     CHECK(t_dom_has(dom, "data-job=\"job\" data-state=\"running\" data-generation=\"2\""));
