@@ -99,13 +99,32 @@ static int h_rm_entry(const char *path, const struct stat *st, int flag, struct 
     return 0;
 }
 
-/* Print the tail of a log file to stderr (for failure diagnosis). */
+/* Print a log file's warnings and errors (at most 60) to stderr: the tail alone is often the exit's stat
+ * dump, and the line that explains a failure came long before it. */
+static void h_dump_warnings(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    char line[1024];
+    int shown = 0;
+    if (!f)
+        return;
+    while (shown < 60 && fgets(line, sizeof line, f))
+        if (strstr(line, " warn ") || strstr(line, " error ")) {
+            if (!shown++)
+                fprintf(stderr, "---- %s (warnings and errors) ----\n", path);
+            fputs(line, stderr);
+        }
+    fclose(f);
+}
+
+/* Print a log file's warnings and its tail to stderr (for failure diagnosis). */
 static void h_dump_file(const char *path)
 {
     char buf[8192];
     struct stat st;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     ssize_t n;
+    h_dump_warnings(path);
     if (fd < 0)
         return;
     /* Only the tail: a long-running daemon's log would bury the failure. */

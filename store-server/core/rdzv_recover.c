@@ -190,6 +190,20 @@ static void rdzv_recover_fail(struct rdzv *rz, int status, const char *msg)
     rdzv_round_check(rz);
 }
 
+/* Every member of the generation was lost and nobody waits in its round (the whole job died, the
+ * usual end of a job whose members armed): there is nothing to recover, so the round ends now, not as a
+ * failure at its deadline; a job that died without arming never opened one.  Later joins form a new
+ * generation the plain way. */
+static void rdzv_recover_vanished(struct rdzv *rz)
+{
+    core_log(rdzv_core(rz), CORE_LOG_INFO, "ns '%s': recovery round of generation %" PRIu64 " ended: every "
+             "member was lost", rz->ns->name, rz->generation);
+    rz->rec_open = 0;
+    rz->rec_extended = 0;
+    rdzv_core(rz)->hooks.timer_disarm(rz->rec_timer);
+    rdzv_round_check(rz);
+}
+
 /* Keep the daemon's own timings of the recovery that formed at t0 (monotonic us) and was answered by t1:
  * from the break to the formation (detection to agreement: mostly the survivors' way back), and the
  * time musterd took to form it and answer every node (its share). */
@@ -230,6 +244,11 @@ static void rdzv_recover_close(struct rdzv *rz, int at_deadline)
         return;
     }
     rz->rec_closing = 0;
+    if (next.n == 0 && !at_deadline) {
+        free(next.v);
+        rdzv_recover_vanished(rz);
+        return;
+    }
     if (next.n < rz->gen_min || next.n == 0) {
         char msg[160];
         snprintf(msg, sizeof msg, "recovery round of generation %" PRIu64 " has %zu of min_nodes %" PRIu32 " nodes",

@@ -199,9 +199,9 @@ static void t_kill_many(struct member *v, const int *idx, int k)
         t_kill(&v[idx[j]]);
 }
 
-/* End a case: every live member stopped before any is killed, so that no survivor opens a recovery
+/* End a case: every live member stopped before any is killed, so that no survivor joins a recovery
  * round that would then fail at --recovery-timeout, while a later case runs (the check at the end
- * counts failed recoveries). */
+ * counts failed recoveries; a round that armed members opened ends when the last of them is lost). */
 static void t_kill_all(struct member *v, int n)
 {
     int idx[T_MAX + 1], k = 0;

@@ -260,6 +260,43 @@ static void t_lost_together(void *unused)
     t_world_fini(&w);
 }
 
+/* Every member lost, in one turn or one by one while the round waits for a late survivor: the job died
+ * whole, so its round ends then and there (no failure at the deadline, as when nobody had armed), and a
+ * newcomer forms the next generation the plain way. */
+static void t_all_lost(void *unused)
+{
+    (void)unused;
+    for (int together = 0; together < 2; together++) {
+        struct t_world w;
+        struct t_node v[4] = {{0}};
+        t_world_init(&w, 0);
+        uint64_t g = t_form_members(&w, v, 3);
+        CHECK_EQ(ta_join(&w, &v[0], "", 1, T_ARMED), MUSTER__STATUS__OK);
+        if (together)
+            CHECK_EQ(ta_join(&w, &v[1], "", 1, T_ARMED), MUSTER__STATUS__OK);
+        struct rdzv_info ri;
+        t_kill(&v[2]);
+        if (!together) { /* the round is open and waits for n1, which did not arm */
+            t_turn();
+            CHECK_EQ(rdzv_info(w.ns, &ri), 0);
+            CHECK_EQ(ri.recovering, 1);
+        }
+        t_kill(&v[0]);
+        t_kill(&v[1]);
+        t_turn();
+        CHECK_EQ(rdzv_info(w.ns, &ri), 0);
+        CHECK_EQ(ri.recovering, 0);
+        t_advance(60000);
+        CHECK_EQ(w.stats.c[STAT_RDZV_RECOVERY_FAILED], 0);
+        CHECK_EQ(w.stats.c[STAT_RDZV_RECOVERIES], 0);
+        CHECK_EQ(ta_join(&w, &v[3], "n3", 1, T_PLAIN), MUSTER__STATUS__OK);
+        CHECK_EQ(v[3].status, MUSTER__STATUS__OK);
+        CHECK_EQ(v[3].a.generation, g + 1);
+        t_close_all(v, 4);
+        t_world_fini(&w);
+    }
+}
+
 int main(void)
 {
     h_init("recovery_armed", 20);
@@ -270,5 +307,6 @@ int main(void)
     H_RUN(t_armed_leaves, NULL);
     H_RUN(t_armed_refused, NULL);
     H_RUN(t_lost_together, NULL);
+    H_RUN(t_all_lost, NULL);
     return h_finish();
 }
