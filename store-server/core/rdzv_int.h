@@ -1,5 +1,6 @@
-/* Rendezvous internals shared by rdzv.c (rounds, generations, nodes) and rdzv_recover.c (recovery
- * rounds, standbys, reports): the state's structs and the helpers both use.  Not for other files. */
+/* Rendezvous internals shared by rdzv.c (rounds, generations), rdzv_node.c (a connection's node: joins,
+ * leaves, heartbeats) and rdzv_recover.c (recovery rounds, standbys, reports): the state's structs and the
+ * helpers they use.  Not for other files. */
 #ifndef MUSTERD_RDZV_INT_H
 #define MUSTERD_RDZV_INT_H
 
@@ -124,8 +125,14 @@ void rdzv_arm(const struct rdzv *rz, struct core_timer *t, uint64_t ms);
 void rdzv_reply(struct rdzv_node *n, uint64_t id, int status, const char *msg, const struct rdzv_assignment *a);
 /* Tell a node's owner of a membership event. */
 void rdzv_push(struct rdzv_node *to, int kind, uint64_t gen, const char *node_id);
+/* The namespace's rendezvous state, created on first use; NULL when memory ran out. */
+struct rdzv *rdzv_of(struct ns *ns);
+/* The set a node's queue keeps its parked nodes in. */
+struct rdzv_set *rdzv_queue_set(struct rdzv *rz, enum rdzv_queue q);
 /* Take a node out of its queue and release its parked request (no reply here). */
 void rdzv_unpark(struct rdzv_node *n);
+/* Free a node record that is neither joining nor a live member (rdzv_node.c). */
+void rdzv_node_free(struct rdzv_node *n);
 /* Put node n into queue q with its request id and deadline; a core status with msg filled. */
 int rdzv_park(struct rdzv_node *n, enum rdzv_queue q, const struct rdzv_join_req *j, uint64_t id, char *msg,
               size_t len);
