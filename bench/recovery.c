@@ -12,6 +12,13 @@
  * their old order, then the standby) and prints one JSON object: detection (kill to
  * MEMBER_LOST at the survivors), agreement (first recover/join call to the last survivor
  * answered), and the standby's admission (kill to its answer).
+ *
+ * With --kill all the whole job dies instead: every member process and the standby are killed
+ * with SIGKILL at once, as when a job is cancelled or its nodes lose power together, while a
+ * probe on its own connection pings musterd every millisecond for --probe-ms.  It prints the
+ * longest and the 99th-percentile ping after the kill: how long every other job on the daemon
+ * waited while it took the dead job apart; with --server-pid, also the CPU time musterd spent
+ * meanwhile (from /proc, so on the same machine only).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -53,6 +60,9 @@ struct rc_cfg {
     const char *url;
     unsigned members, procs, timeout_ms;
     int rejoin, armed;
+    int kill_all;       /* --kill all: the whole job dies; a probe times the daemon meanwhile */
+    unsigned probe_ms;  /* how long the probe pings after the kill */
+    long server_pid;    /* --server-pid: musterd's, to read its CPU time from /proc (0: not read) */
     int stop_r, stop_w; /* a pipe the parent closes when every figure is in: members may close then */
 };
 
@@ -308,6 +318,86 @@ static void recovery_report(const struct rc_cfg *cfg, const struct rc_shared *sh
     json_end(&j);
 }
 
+/* The probe of --kill all: its URL, when it stops, and what it measured after the kill. */
+struct rc_probe {
+    const char *url;
+    uint64_t t_kill; /* set by the parent (atomically) when it kills the job; 0 before */
+    uint64_t until;
+    struct hist after;
+    unsigned failed;
+};
+
+/* Ping musterd every millisecond on the probe's own connection until its end, timing those sent after the
+ * kill. */
+static void *recovery_probe(void *arg)
+{
+    struct rc_probe *pr = arg;
+    int err = 0;
+    muster_t *m = muster_connect(pr->url, &err);
+    hist_reset(&pr->after);
+    while (m && clock_ns() < pr->until) {
+        uint64_t t0 = clock_ns();
+        int rc = muster_ping(m, NULL, 30000);
+        uint64_t dt = clock_ns() - t0, killed = __atomic_load_n(&pr->t_kill, __ATOMIC_ACQUIRE);
+        if (killed && t0 >= killed) {
+            hist_add(&pr->after, dt);
+            pr->failed += rc != MUSTER_OK;
+        }
+        recovery_nap(1);
+    }
+    pr->failed += !m;
+    muster_close(m);
+    return NULL;
+}
+
+/* CPU time (user and system) of process pid so far, in ms, from /proc; -1 when it cannot be read. */
+static double recovery_cpu_ms(long pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = pid > 0 ? fopen(path, "r") : NULL;
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces; the fields follow it */
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* --kill all: start the probe, kill every process of the job at once, and print what the probe saw. */
+static void recovery_kill_all(const struct rc_cfg *cfg, const pid_t *pids, unsigned np)
+{
+    static struct rc_probe pr;
+    pthread_t tid;
+    pr = (struct rc_probe){.url = cfg->url, .until = clock_ns() + (uint64_t)(cfg->probe_ms + 200) * 1000000ull};
+    int probing = pthread_create(&tid, NULL, recovery_probe, &pr) == 0;
+    recovery_nap(200); /* the probe is connected and pinging */
+    double cpu0 = recovery_cpu_ms(cfg->server_pid);
+    __atomic_store_n(&pr.t_kill, clock_ns(), __ATOMIC_RELEASE);
+    for (unsigned i = 0; i < np; i++)
+        kill(pids[i], SIGKILL);
+    if (probing)
+        pthread_join(tid, NULL);
+    double cpu1 = recovery_cpu_ms(cfg->server_pid);
+    struct json j;
+    json_begin(&j, stdout);
+    json_str(&j, "tool", "muster-recovery");
+    json_str(&j, "mode", cfg->rejoin ? "rejoin" : cfg->armed ? "armed" : "recover");
+    json_str(&j, "kill", "all");
+    json_u64(&j, "members", cfg->members);
+    json_bool(&j, "complete", probing && pr.after.count > 0 && pr.failed == 0);
+    json_u64(&j, "probes", pr.after.count);
+    json_u64(&j, "probes_failed", pr.failed);
+    json_dbl(&j, "stall_max_ms", (double)pr.after.max_ns / 1e6);
+    json_dbl(&j, "stall_p99_ms", pr.after.count ? (double)hist_quantile(&pr.after, 0.99) / 1e6 : -1);
+    json_dbl(&j, "ping_p50_ms", pr.after.count ? (double)hist_quantile(&pr.after, 0.5) / 1e6 : -1);
+    json_dbl(&j, "server_cpu_ms", cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1);
+    json_end(&j);
+}
+
 /* Parse "--name value" pairs; 0, or -1. */
 static int recovery_args(int argc, char **argv, struct rc_cfg *cfg)
 {
@@ -323,6 +413,12 @@ static int recovery_args(int argc, char **argv, struct rc_cfg *cfg)
             cfg->rejoin = !strcmp(v, "rejoin"), cfg->armed = !strcmp(v, "armed");
         else if (!strcmp(argv[i], "--timeout-ms"))
             cfg->timeout_ms = (unsigned)strtoul(v, NULL, 10);
+        else if (!strcmp(argv[i], "--kill") && (!strcmp(v, "one") || !strcmp(v, "all")))
+            cfg->kill_all = !strcmp(v, "all");
+        else if (!strcmp(argv[i], "--probe-ms"))
+            cfg->probe_ms = (unsigned)strtoul(v, NULL, 10);
+        else if (!strcmp(argv[i], "--server-pid"))
+            cfg->server_pid = strtol(v, NULL, 10);
         else
             return -1;
     }
@@ -332,10 +428,10 @@ static int recovery_args(int argc, char **argv, struct rc_cfg *cfg)
 /* Fork the members (the victim alone in its process), then the standby; kill the victim; collect. */
 int main(int argc, char **argv)
 {
-    struct rc_cfg cfg = {.members = 0, .procs = 64, .timeout_ms = 60000, .stop_r = -1, .stop_w = -1};
+    struct rc_cfg cfg = {.members = 0, .procs = 64, .timeout_ms = 60000, .probe_ms = 3000, .stop_r = -1, .stop_w = -1};
     if (recovery_args(argc, argv, &cfg) < 0) {
         fprintf(stderr, "usage: muster-recovery --url tcp://HOST:PORT/NS --members N (>= 3) [--procs P] "
-                        "[--mode recover|rejoin|armed] [--timeout-ms MS]\n");
+                        "[--mode recover|rejoin|armed] [--timeout-ms MS] [--kill one|all] [--probe-ms MS] [--server-pid PID]\n");
         return 2;
     }
     unsigned n = cfg.members, victim = n / 2, others = n - 1;
@@ -365,11 +461,16 @@ int main(int argc, char **argv)
         while (!__atomic_load_n(&sh->slot[n].t_call, __ATOMIC_ACQUIRE) && clock_ns() < deadline)
             recovery_nap(1);
         recovery_nap(300); /* its join is parked as a standby by now */
+    }
+    if (complete && cfg.kill_all) {
+        recovery_kill_all(&cfg, pids, np);
+    } else if (complete) {
         t_kill = sh->t_kill = clock_ns();
         kill(vpid, SIGKILL);
         complete = recovery_until(sh, 0, n + 1, victim, 1, deadline + 5000000000ull);
     }
-    recovery_report(&cfg, sh, victim, t_kill, complete);
+    if (!cfg.kill_all || !complete)
+        recovery_report(&cfg, sh, victim, t_kill, complete);
     close(cfg.stop_w); /* every member's read returns */
     uint64_t reap_end = clock_ns() + 10000000000ull;
     for (unsigned left = np; left > 0 && clock_ns() < reap_end;) {

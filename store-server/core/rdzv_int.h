@@ -95,10 +95,10 @@ struct rdzv {
     int rec_closing;           /* it is being closed (losses then do not re-enter it) */
     size_t rec_missing;        /* survivors of the latest generation not in it (neither lost nor joined) */
     unsigned rec_extended;     /* times another loss extended it */
+    int rec_short;             /* every survivor is in, but below min_nodes: it waits for newcomers */
     struct core_timer *rec_timer; /* its deadline */
     struct core_timer *rec_defer; /* the end of the turn of a break with armed members (rdzv_recover.c) */
     int rec_deferred;          /* that turn is not over: the round waits, its members' loss events too */
-    size_t armed_told;         /* entries of gone already told to the members in the round */
     uint64_t rec_deadline_ms;  /* that deadline as wall-clock time (for status pages) */
     uint64_t gone_gen;         /* the generation the gone list is about */
     struct rdzv_gone *gone;    /* its members lost so far, in order of loss */

@@ -4,13 +4,13 @@
  * place a member of the latest generation is recorded as gone), standbys'
  * admission and members' reports of a failed peer live here too.
  *
- * When generation g loses members (a closed connection, missed heartbeats,
- * a leave, or a member's report), the others are told MEMBER_LOST at once
- * (rdzv.c).  A survivor that can go on in place joins g's recovery round
+ * When generation g breaks (a member's connection closed, it missed its
+ * heartbeats, left, or was reported), the others are told MEMBER_LOST at
+ * once, once per generation (rdzv_lose).  A survivor that can go on in place joins g's recovery round
  * (a join with recover set).  The round opens with the first such join and
  * closes when every live member of g that was not lost has joined it, or at
  * --recovery-timeout; a member lost while it is open extends it, at most
- * twice, and is told to the others.  Whoever has not joined by the deadline
+ * twice, and is listed in the answer.  Whoever has not joined by the deadline
  * is excluded too, so the round never closes with a member that has been
  * lost and never waits for ever.
  *
@@ -42,7 +42,7 @@
  * EXCLUDED at the break.  Until that turn ends (rec_deferred) the round
  * does not close, so members lost in the same batch of events (that died
  * together) are excluded by one recovery; and the armed members' MEMBER_LOST
- * events wait too, so that each one's event and answer leave in one write.
+ * event waits too, so that each one's event and answer leave in one write.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -91,18 +91,18 @@ static const char *rdzv_recover_cause(const struct rdzv *rz, const struct rdzv_n
     return "lost";
 }
 
-/* Tell the members parked in the round (armed ahead, or joined in the turn of the break) the losses the
- * break's turn held back from them (rdzv_lose), before anything is answered; the turn is over. */
+/* Tell the members parked in the round (armed ahead, or joined in the turn of the break) the break that
+ * rdzv_lose held back from them, before anything is answered; the turn is over. */
 static void rdzv_recover_tell_armed(struct rdzv *rz)
 {
     if (!rz->rec_deferred)
         return;
     rz->rec_deferred = 0;
-    for (size_t k = rz->armed_told; rz->gone_gen == rz->generation && k < rz->n_gone; k++)
-        for (size_t i = 0; i < rz->rec.n; i++)
-            if (!rz->rec.v[i]->lost)
-                rdzv_push(rz->rec.v[i], RDZV_MEMBER_LOST, rz->generation, rz->gone[k].id);
-    rz->armed_told = rz->n_gone;
+    if (rz->gone_gen != rz->generation || rz->n_gone == 0 || !rz->gone[0].broke)
+        return;
+    for (size_t i = 0; i < rz->rec.n; i++)
+        if (!rz->rec.v[i]->lost)
+            rdzv_push(rz->rec.v[i], RDZV_MEMBER_LOST, rz->generation, rz->gone[0].id);
 }
 
 /* The round's deadline passed. */
@@ -260,6 +260,7 @@ static void rdzv_recover_close(struct rdzv *rz, int at_deadline)
         if (at_deadline)
             rdzv_recover_fail(rz, CORE_TIMEOUT, msg);
         /* else every survivor is in: wait for newcomers or standbys until the deadline */
+        rz->rec_short = !at_deadline;
         return;
     }
     rdzv_core(rz)->hooks.timer_disarm(rz->rec_timer);
@@ -290,6 +291,7 @@ static int rdzv_recover_open(struct rdzv *rz, const struct rdzv_node *opener)
 {
     rz->rec_open = 1;
     rz->rec_extended = 0;
+    rz->rec_short = 0;
     rz->rec_missing = rdzv_recover_missing(rz);
     if (rdzv_recover_arm(rz) != 0) {
         rdzv_recover_fail(rz, CORE_INTERNAL, "cannot make the recovery round's timer");
@@ -335,7 +337,6 @@ void rdzv_recover_open_armed(struct rdzv *rz)
         return;
     }
     rz->rec_deferred = 1;
-    rz->armed_told = rz->gone_gen == rz->generation && rz->n_gone > 0 ? rz->n_gone - 1 : 0;
     h->defer(rz->rec_defer);
 }
 
@@ -394,6 +395,11 @@ void rdzv_recover_lost(struct rdzv *rz)
         rz->rec_extended++;
         rdzv_recover_arm(rz);
     }
+    /* A round short of min_nodes with every survivor in only gets shorter by a loss: it goes on waiting for
+     * newcomers, standbys or its deadline (their joins check it), unless nobody is left in it.  Picking
+     * and sorting it again at each loss cost O(n log n) per member of a job dying whole. */
+    if (rz->rec_short && (rz->rec.n > 0 || rz->round.n > 0 || rz->standbys.n > 0))
+        return;
     rdzv_recover_check(rz);
 }
 
@@ -441,9 +447,15 @@ static void rdzv_note_gone(struct rdzv *rz, const char *id, uint32_t rank, const
 }
 
 /* Member lost of the latest generation (known as id) is gone for why: break the generation if it runs,
- * record the loss, tell the other members, and let a recovery round go on without it.  A member lost
- * after the break (a second failure) is told to the others while a recovery round is open, so the
- * survivors in it learn of every loss. */
+ * record the loss, tell the other members if it broke the generation, and let a recovery round go on
+ * without it.
+ *
+ * MEMBER_LOST tells a break: each member hears it once per generation, naming the loss that broke it.
+ * A loss after the break (a second failure) is not pushed: the recovery's answer lists every excluded
+ * member with its cause, and so do the job's timeline and status.  Pushing each later loss to every
+ * survivor made a job that died whole (its n connections closing one after another while a recovery
+ * round was open) cost n^2 / 2 events on the daemon's one thread: seconds at 4,096 members, during
+ * which every other job waited. */
 void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const char *why)
 {
     if (lost->generation == 0 || lost->generation != rz->generation || lost->lost || rz->completed)
@@ -466,9 +478,8 @@ void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const ch
         waiters_fail_generation(rz->ns, rz->generation, CORE_STALE_GENERATION);
     if (first)
         rdzv_recover_open_armed(rz);
-    /* Later losses are told only while survivors recover: a member re-forming the old way has already
-     * left the generation behind.  Those in the recovery round hear at the end of the break's turn. */
-    for (size_t i = 0; (first || rz->rec_open) && i < rz->members.n; i++) {
+    /* Those in the recovery round (armed) hear at the end of the break's turn, with their answer. */
+    for (size_t i = 0; first && i < rz->members.n; i++) {
         struct rdzv_node *m = rz->members.v[i];
         if (m != lost && !m->lost && !(rz->rec_deferred && m->joining && m->queue == RDZV_Q_RECOVER))
             rdzv_push(m, RDZV_MEMBER_LOST, rz->generation, id);
