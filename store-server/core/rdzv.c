@@ -282,6 +282,7 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *nodes, uint64_t pre
     free(rz->members.v);
     rz->members = *nodes;
     rz->live_members = nodes->n;
+    rdzv_keys_credentials(nodes);
     for (size_t i = 0; i < nodes->n; i++) {
         struct rdzv_node *n = nodes->v[i];
         /* A member of prev that was lost from it (it joined again as a newcomer, its worker replaced) is
@@ -291,7 +292,6 @@ static uint64_t rdzv_adopt(struct rdzv *rz, struct rdzv_set *nodes, uint64_t pre
         n->generation = rz->generation;
         n->lost = 0;
         n->suspect_by[0] = '\0';   /* a report is a vote about one generation */
-        rdzv_keys_credential(n);
         n->node_rank = (uint32_t)i;
         n->rank_start = (uint32_t)world;
         world += n->lws;

@@ -153,8 +153,8 @@ void rdzv_break(struct rdzv *rz, const char *id, const char *why);
  * not come back, with when each was last seen (rdzv_view.c). */
 void rdzv_who(const struct rdzv_node *n, char *buf, size_t len);
 
-/* Give node n its credential if it has none yet (rdzv_keys.c). */
-void rdzv_keys_credential(struct rdzv_node *n);
+/* Give each node of nodes that has no credential yet its own (rdzv_keys.c). */
+void rdzv_keys_credentials(const struct rdzv_set *nodes);
 /* Forget node n's credential (it is being freed). */
 void rdzv_keys_forget(struct rdzv_node *n);
 
