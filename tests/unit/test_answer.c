@@ -34,6 +34,14 @@ static void t_roundtrip(void *unused)
     struct answer_member mv[] = {{"n0", 0, 0, 2, 0}, {"n 2", 1, 2, 2, 2}, {"new\nline", 2, 4, 1, ANSWER_NO_RANK}};
     struct answer_excluded xv[] = {{"n1", 1, "closed its\nconnection"}};
     struct answer a;
+    char *text = NULL;
+    size_t len = 0;
+    /* The layout itself (readers of older versions parse it): numbers in decimal, ids after their length. */
+    CHECK_EQ(answer_format(5, 4, 3, 5, mv, 3, xv, 1, &text, &len), 0);
+    CHECK_STR(text, "muster-answer 2\ngeneration 5 previous 4 nodes 3 world 5 members 3 excluded 1\n"
+                    "m 0 0 2 0 2 n0\nm 1 2 2 2 3 n 2\nm 2 4 1 - 8 new\nline\nx 1 2 n1 closed its connection\n");
+    CHECK_EQ(len, strlen(text));
+    free(text);
     CHECK_EQ(roundtrip(5, 4, 3, 5, mv, 3, xv, 1, &a), 0);
     CHECK_EQ(a.generation, 5);
     CHECK_EQ(a.previous, 4);
@@ -54,8 +62,7 @@ static void t_roundtrip(void *unused)
     answer_free(&a);
     /* The writer refuses ids the reader could not take back. */
     struct answer_member empty[] = {{"", 0, 0, 1, 0}};
-    char *text = NULL;
-    size_t len = 0;
+    text = NULL;
     CHECK_EQ(answer_format(2, 1, 1, 1, empty, 1, NULL, 0, &text, &len), -1);
 }
 
