@@ -318,9 +318,17 @@ static int rdzv_cmp_place(const void *a, const void *b)
 /* Keep one node per id in a set about to form a generation: the round, the recovery queue, the standbys
  * and the members are queues of their own, so two nodes can claim one id (a newcomer with a survivor's,
  * a standby with a joiner's).  The first in the set's order keeps it; a later one is answered CONFLICT
- * and leaves its queue, so places, answers and ranks never collide.  O(n log n), once per formation. */
-static void rdzv_form_unique(struct rdzv *rz, struct rdzv_set *nodes)
+ * and leaves its queue, so places, answers and ranks never collide.  O(n log n), once per formation; prev:
+ * the generation a recovery replaces (0 for a plain round). */
+static void rdzv_form_unique(struct rdzv *rz, struct rdzv_set *nodes, uint64_t prev)
 {
+    /* Survivors of one generation have distinct ids (it was formed with them): a recovery that admits
+     * nobody else needs no sort (half a millisecond at 4,096 nodes, in the turn that answers them). */
+    size_t survivors = 0;
+    for (size_t i = 0; prev && i < nodes->n; i++)
+        survivors += nodes->v[i]->generation == prev && !nodes->v[i]->lost;
+    if (prev && survivors == nodes->n)
+        return;
     struct rdzv_place *v = nodes->n > 1 ? malloc(nodes->n * sizeof *v) : NULL;
     if (!v)
         return;   /* one node, or no memory: the set is kept as it is */
@@ -355,7 +363,7 @@ static void rdzv_form_unique(struct rdzv *rz, struct rdzv_set *nodes)
  * them all; prev is the generation a recovery round replaces (0 otherwise). */
 void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t prev)
 {
-    rdzv_form_unique(rz, nodes);
+    rdzv_form_unique(rz, nodes, prev);
     rdzv_unpark_all(rz, nodes);
     if (!keep_order)
         qsort(nodes->v, nodes->n, sizeof *nodes->v, rdzv_cmp);
