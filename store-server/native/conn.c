@@ -136,6 +136,19 @@ int conn_send_spliced(struct conn *c, const uint8_t *head, size_t hlen, struct s
     return 0;
 }
 
+/* Send one ServerFrame packed before (body: len bytes, the same for many connections); 0 on success. */
+int conn_send_packed(struct conn *c, const uint8_t *body, size_t len)
+{
+    struct evbuffer *out;
+    struct evbuffer_iovec v;
+    uint8_t *p = conn_frame_begin(c, len, &out, &v);
+    if (!p)
+        return -1;
+    memcpy(p, body, len);
+    conn_frame_end(c, out, &v, len);
+    return 0;
+}
+
 /* Pack one ServerFrame into the output buffer; 0 on success. */
 int conn_send(struct conn *c, const Muster__ServerFrame *f)
 {

@@ -62,6 +62,8 @@ void conn_accept_tls(struct server *srv, int fd, const struct sockaddr *sa, sock
 int conn_send_spliced(struct conn *c, const uint8_t *head, size_t hlen, struct shared_bytes *tail);
 /* Pack one ServerFrame into the output buffer; 0 on success. */
 int conn_send(struct conn *c, const Muster__ServerFrame *f);
+/* Send one ServerFrame packed before (body: len bytes, the same for many connections); 0 on success. */
+int conn_send_packed(struct conn *c, const uint8_t *body, size_t len);
 /* Send Response{id, status, msg, result}; result (any *Res message, or NULL) picks the oneof case. */
 void conn_reply(struct conn *c, uint64_t id, int status, const char *msg, const ProtobufCMessage *result);
 /* Send an error Response whose message is formatted. */

@@ -8,7 +8,9 @@
  */
 #include "op_rdzv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "conn.h"
 #include "core.h"
@@ -172,17 +174,45 @@ static void op_rdzv_reply(void *owner, uint64_t id, int status, const char *msg,
         conn_reply(owner, id, status, msg, NULL);
 }
 
+/* The last membership event's frame: a break tells one event to every member of a generation, so it is
+ * packed once and copied to each (a pure function of its three fields; the daemon is one thread). */
+struct op_rdzv_memo {
+    int kind;
+    uint64_t gen;
+    char node_id[RDZV_ID_MAX + 1];
+    uint8_t body[RDZV_ID_MAX + 64];
+    size_t len;
+};
+static struct op_rdzv_memo op_rdzv_last_event;
+
 /* Push a membership event to the connection. */
 static void op_rdzv_event(void *owner, int kind, uint64_t gen, const char *node_id)
 {
-    Muster__MembershipEvent me = MUSTER__MEMBERSHIP_EVENT__INIT;
-    me.kind = (Muster__MembershipEvent__Kind)kind;
-    me.generation = gen;
-    me.node_id = (char *)node_id;
-    Muster__Event ev = MUSTER__EVENT__INIT;
-    ev.event_case = MUSTER__EVENT__EVENT_MEMBERSHIP;
-    ev.membership = &me;
-    conn_push_event(owner, &ev);
+    struct conn *c = owner;
+    struct op_rdzv_memo *last = &op_rdzv_last_event;
+    if (!last->len || last->kind != kind || last->gen != gen || strcmp(last->node_id, node_id) != 0) {
+        Muster__MembershipEvent me = MUSTER__MEMBERSHIP_EVENT__INIT;
+        me.kind = (Muster__MembershipEvent__Kind)kind;
+        me.generation = gen;
+        me.node_id = (char *)node_id;
+        Muster__Event ev = MUSTER__EVENT__INIT;
+        ev.event_case = MUSTER__EVENT__EVENT_MEMBERSHIP;
+        ev.membership = &me;
+        Muster__ServerFrame f = MUSTER__SERVER_FRAME__INIT;
+        f.frame_case = MUSTER__SERVER_FRAME__FRAME_EVENT;
+        f.event = &ev;
+        last->len = 0;
+        if (strlen(node_id) > RDZV_ID_MAX || protobuf_c_message_get_packed_size(&f.base) > sizeof last->body) {
+            conn_push_event(c, &ev); /* not from the core: its ids are bounded */
+            return;
+        }
+        last->kind = kind;
+        last->gen = gen;
+        snprintf(last->node_id, sizeof last->node_id, "%s", node_id);
+        last->len = protobuf_c_message_pack(&f.base, last->body);
+    }
+    if (conn_send_packed(c, last->body, last->len) == 0)
+        stats_inc(&c->srv->stats, STAT_EVENTS_PUSHED);
 }
 
 /* Whether frames can still be sent to the connection. */
