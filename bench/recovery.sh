@@ -81,13 +81,17 @@ for rep in $(seq "$REPS"); do
             out=$(timeout -k 5 180 taskset -c "$LOAD_CPUS" "$RC" --url "tcp://127.0.0.1:$PORT/r$rep-$mode-$n" \
                 --members "$n" --mode "$mode" --timeout-ms 60000 2>>"$WORK/stderr.log" | tail -n 1)
             case $out in "{"*) ;; *) out=null ;; esac
-            # musterd's own view of a recovery (its info line): the break to the agreed generation, and
-            # forming it and queueing every answer (its share).
+            # musterd's own view of a recovery (its info line): the break to the agreed generation (telling
+            # the break to the armed members is part of it), and forming it and queueing every answer (its
+            # share), with the share's steps.
             own=$(grep "ns 'r$rep-$mode-$n': generation [0-9]* agreed" "$WORK/musterd.log" | tail -n 1 |
-                sed -n 's/.* agreed \([0-9.]*\) ms after the break; .* took \([0-9.]*\) ms/\1 \2/p')
-            set -- ${own:-null null}
-            printf '{"rep":%d,"members":%d,"mode":"%s","result":%s,"musterd_agree_ms":%s,"musterd_answer_ms":%s}\n' \
-                "$rep" "$n" "$mode" "$out" "$1" "$2" >>"$RAW"
+                sed -n 's/.* agreed \([0-9.]*\) ms after the break (telling it to the armed: \([0-9.]*\) ms); .* took \([0-9.]*\) ms (ids \([0-9.]*\), queues \([0-9.]*\), members \([0-9.]*\), answer \([0-9.]*\), replies \([0-9.]*\)).*/\1 \3 \2 \4 \5 \6 \7 \8/p')
+            # And the job's first generation (a plain round of N joins): forming it and answering every node.
+            first=$(grep "ns 'r$rep-$mode-$n': generation [0-9]* formed: [0-9]* nodes, world size [0-9]*;" \
+                "$WORK/musterd.log" | head -n 1 | sed -n 's/.*; formed and answered in \([0-9.]*\) ms$/\1/p')
+            set -- ${own:-null null null null null null null null} "${first:-null}"
+            printf '{"rep":%d,"members":%d,"mode":"%s","result":%s,"musterd_agree_ms":%s,"musterd_answer_ms":%s,"musterd_steps_ms":{"tell":%s,"ids":%s,"queues":%s,"members":%s,"answer":%s,"replies":%s},"musterd_first_form_ms":%s}\n' \
+                "$rep" "$n" "$mode" "$out" "$@" >>"$RAW"
             log "rep $rep, $n members, $mode: $(printf '%s' "$out" |
                 grep -o '"\(agreed\|detect_last_ms\|agree_ms\|standby_ms\)":[a-z0-9.-]*' | tr '\n' ' ')"
         done
@@ -151,6 +155,23 @@ L += ["", "musterd's own clock (medians, ms): from the break (musterd saw the vi
 for n in sizes:
     for m in ("recover", "armed"):
         L.append(f"| {n} | {m} | {fmt(own(n, m, 'musterd_agree_ms'))} | {fmt(own(n, m, 'musterd_answer_ms'))} |")
+def step(n, mode, key):
+    v = [r["musterd_steps_ms"][key] for r in recs if r["members"] == n and r["mode"] == mode
+         and r.get("musterd_steps_ms") and r["musterd_steps_ms"][key] is not None]
+    return statistics.median(v) if v else None
+STEPS = ("tell", "ids", "queues", "members", "answer", "replies")
+L += ["", "musterd's steps (medians, ms): telling the break to the members armed in the round (part of the time to "
+      "agreement), then the share: checking ids, taking the nodes out of their queues, making them members, "
+      "storing the answer and the generation key, queueing every reply.", "",
+      "| members | mode | " + " | ".join(STEPS) + " |", "|---|---|" + "---|" * len(STEPS)]
+for n in sizes:
+    for m in ("recover", "armed"):
+        L.append(f"| {n} | {m} | " + " | ".join(fmt(step(n, m, k)) for k in STEPS) + " |")
+def first(n):
+    v = [r["musterd_first_form_ms"] for r in recs if r["members"] == n and r.get("musterd_first_form_ms") is not None]
+    return statistics.median(v) if v else None
+L += ["", "The job's first generation (a plain round of every member's join), formed and answered by musterd "
+      "(medians over every run of that size, ms): " + ", ".join(f"{n} members {fmt(first(n))}" for n in sizes) + "."]
 top = sizes[-1]
 a, t = med(top, "recover", "after_detect_ms"), med(top, "armed", "total_ms")
 L += ["", f"Goal: agreement within 50 ms of detection at {top} members.  Recover after the event: "

@@ -179,6 +179,7 @@ void rdzv_break(struct rdzv *rz, const char *id, const char *why)
 {
     rz->running = 0;
     rz->broke_us = rdzv_core(rz)->hooks.mono_us(rdzv_core(rz)->hooks.ctx);
+    rz->told_us = 0;
     rz->failures++;
     stats_inc(rdzv_core(rz)->stats, STAT_RDZV_FAILURES);
     rdzv_event(rz, RDZV_EV_FAILED, rz->generation, id, strlen(id), why);
@@ -359,20 +360,31 @@ static void rdzv_form_unique(struct rdzv *rz, struct rdzv_set *nodes, uint64_t p
     free(v);
 }
 
+/* Note that formation step s ended now (*t: when it began; the next one begins now). */
+static void rdzv_form_step(struct rdzv *rz, enum rdzv_form_step s, uint64_t *t)
+{
+    const struct core_hooks *h = &rdzv_core(rz)->hooks;
+    uint64_t now = h->mono_us(h->ctx);
+    rz->form_us[s] = now - *t;
+    *t = now;
+}
+
 /* Form the next generation from the nodes in order (sorted by id first unless keep_order) and answer
  * them all; prev is the generation a recovery round replaces (0 otherwise). */
 void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t prev)
 {
+    const struct core_hooks *h = &rdzv_core(rz)->hooks;
+    uint64_t t0 = h->mono_us(h->ctx), t = t0;
     rdzv_form_unique(rz, nodes, prev);
+    rdzv_form_step(rz, RDZV_FORM_IDS, &t);
     rdzv_unpark_all(rz, nodes);
+    rdzv_form_step(rz, RDZV_FORM_QUEUES, &t);
     if (!keep_order)
         qsort(nodes->v, nodes->n, sizeof *nodes->v, rdzv_cmp);
     /* Joins checked local_world_size * max_nodes <= UINT32_MAX, so the sum fits. */
     uint32_t world = (uint32_t)rdzv_adopt(rz, nodes, prev);
+    rdzv_form_step(rz, RDZV_FORM_MEMBERS, &t);
     stats_inc(rdzv_core(rz)->stats, STAT_RDZV_GENERATIONS);
-    core_log(rdzv_core(rz), CORE_LOG_INFO,
-             "ns '%s': generation %" PRIu64 " formed: %zu nodes, world size %" PRIu32 "%s", rz->ns->name,
-             rz->generation, rz->members.n, world, prev ? " (recovery)" : "");
     rz->world = world;
     rz->formed++;
     rz->recoveries += prev != 0;
@@ -390,8 +402,14 @@ void rdzv_form(struct rdzv *rz, struct rdzv_set *nodes, int keep_order, uint64_t
     char gen[24];
     snprintf(gen, sizeof gen, "%" PRIu64, rz->generation);
     rdzv_publish(rz, KEYS_RDZV_GENERATION, gen);
+    rdzv_form_step(rz, RDZV_FORM_ANSWER, &t);
     rdzv_answer_joins(rz, world, prev, mv);
     free(mv);
+    rdzv_form_step(rz, RDZV_FORM_REPLIES, &t);
+    core_log(rdzv_core(rz), CORE_LOG_INFO,
+             "ns '%s': generation %" PRIu64 " formed: %zu nodes, world size %" PRIu32 "%s; formed and answered in "
+             "%.1f ms", rz->ns->name, rz->generation, rz->members.n, world, prev ? " (recovery)" : "",
+             (t - t0) / 1000.0);
 }
 
 /* Order the open round's joiners for admission: members of the latest generation first (the last call

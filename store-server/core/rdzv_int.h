@@ -19,6 +19,18 @@ enum rdzv_queue {
     RDZV_Q_STANDBY,  /* the standbys (rz->standbys) */
 };
 
+/* The steps of forming a generation, timed apart for the log (musterd's share of a recovery): checking
+ * ids, taking the nodes out of their queues, making them members, storing the answer and the generation
+ * key, and queueing every node's reply. */
+enum rdzv_form_step {
+    RDZV_FORM_IDS,
+    RDZV_FORM_QUEUES,
+    RDZV_FORM_MEMBERS,
+    RDZV_FORM_ANSWER,
+    RDZV_FORM_REPLIES,
+    RDZV_FORM_STEPS
+};
+
 /* A rank that no generation gave (a newcomer's old rank). */
 #define RDZV_NO_RANK UINT32_MAX
 /* A node credential's length: 128 random bits in hex. */
@@ -81,6 +93,8 @@ struct rdzv {
     struct rdzv_set members;   /* that generation's members */
     size_t live_members;       /* of them, those not lost (a member that joins a round again is lost) */
     uint64_t broke_us;         /* when it broke (monotonic), for the recovery's timings */
+    uint64_t told_us;          /* how long telling the break to the armed members took (rdzv_recover.c) */
+    uint64_t form_us[RDZV_FORM_STEPS]; /* the last formation's steps, in microseconds (rdzv_form) */
     size_t round_members;      /* joiners of the open round that are members of that generation */
     int running;               /* the latest generation is running (not broken) */
     int completed;             /* every member of the latest generation left finished */

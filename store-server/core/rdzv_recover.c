@@ -100,9 +100,12 @@ static void rdzv_recover_tell_armed(struct rdzv *rz)
     rz->rec_deferred = 0;
     if (rz->gone_gen != rz->generation || rz->n_gone == 0 || !rz->gone[0].broke)
         return;
+    const struct core_hooks *h = &rdzv_core(rz)->hooks;
+    uint64_t t = h->mono_us(h->ctx);
     for (size_t i = 0; i < rz->rec.n; i++)
         if (!rz->rec.v[i]->lost)
             rdzv_push(rz->rec.v[i], RDZV_MEMBER_LOST, rz->generation, rz->gone[0].id);
+    rz->told_us = h->mono_us(h->ctx) - t;
 }
 
 /* The round's deadline passed. */
@@ -210,12 +213,16 @@ static void rdzv_recover_vanished(struct rdzv *rz)
 static void rdzv_recover_timed(struct rdzv *rz, uint64_t t0, uint64_t t1)
 {
     struct stats *st = rdzv_core(rz)->stats;
+    const uint64_t *f = rz->form_us;
     st->c[STAT_RDZV_AGREE_US] = t0 >= rz->broke_us ? t0 - rz->broke_us : 0;
     st->c[STAT_RDZV_ANSWER_US] = t1 - t0;
     core_log(rdzv_core(rz), CORE_LOG_INFO,
-             "ns '%s': generation %" PRIu64 " agreed %.1f ms after the break; forming and answering its %zu "
-             "nodes took %.1f ms", rz->ns->name, rz->generation, st->c[STAT_RDZV_AGREE_US] / 1000.0,
-             rz->members.n, (t1 - t0) / 1000.0);
+             "ns '%s': generation %" PRIu64 " agreed %.1f ms after the break (telling it to the armed: %.2f ms); "
+             "forming and answering its %zu nodes took %.1f ms (ids %.2f, queues %.2f, members %.2f, answer "
+             "%.2f, replies %.2f)", rz->ns->name, rz->generation, st->c[STAT_RDZV_AGREE_US] / 1000.0,
+             rz->told_us / 1000.0, rz->members.n, (t1 - t0) / 1000.0, f[RDZV_FORM_IDS] / 1000.0,
+             f[RDZV_FORM_QUEUES] / 1000.0, f[RDZV_FORM_MEMBERS] / 1000.0, f[RDZV_FORM_ANSWER] / 1000.0,
+             f[RDZV_FORM_REPLIES] / 1000.0);
 }
 
 /* Close the recovery round (at_deadline: whoever has not joined is excluded) and form the next
