@@ -187,8 +187,8 @@ int rdzv_recover_join(struct rdzv_node *n, const struct rdzv_join_req *j, uint64
 /* Keep the open round's count of missing survivors: member n of the latest generation joined the round
  * (joined > 0), left it still a survivor (joined < 0), or was lost while not in it (joined 0). */
 void rdzv_recover_moved(struct rdzv *rz, const struct rdzv_node *n, int joined);
-/* A member of the latest generation was lost while its recovery round may be open. */
-void rdzv_recover_lost(struct rdzv *rz);
+/* Member lost of the latest generation was lost (why) while its recovery round may be open. */
+void rdzv_recover_lost(struct rdzv *rz, struct rdzv_node *lost, const char *why);
 /* The latest generation just broke: open its recovery round for the members that armed theirs. */
 void rdzv_recover_open_armed(struct rdzv *rz);
 /* A member that armed its recovery joins the plain round (j): its armed join is answered CONFLICT. */

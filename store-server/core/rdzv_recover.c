@@ -310,18 +310,20 @@ static int rdzv_recover_open(struct rdzv *rz, const struct rdzv_node *opener)
     return 0;
 }
 
-/* Answer the parked survivors that were lost meanwhile EXCLUDED, naming the cause. */
+/* Answer m, parked in the round and lost meanwhile (why), EXCLUDED. */
+static void rdzv_recover_refuse_one(struct rdzv *rz, struct rdzv_node *m, const char *why)
+{
+    char msg[RDZV_CAUSE_MAX + 64];
+    snprintf(msg, sizeof msg, "excluded from generation %" PRIu64 ": %s", rz->generation, why);
+    rdzv_recover_refuse(m, CORE_EXCLUDED, msg);
+}
+
+/* Answer every parked survivor that was lost meanwhile EXCLUDED, naming the cause (when the round opens). */
 static void rdzv_recover_refuse_lost(struct rdzv *rz)
 {
-    for (size_t i = rz->rec.n; i-- > 0;) {
-        struct rdzv_node *m = rz->rec.v[i];
-        if (m->lost) {
-            char msg[RDZV_CAUSE_MAX + 64];
-            snprintf(msg, sizeof msg, "excluded from generation %" PRIu64 ": %s", rz->generation,
-                     rdzv_recover_cause(rz, m));
-            rdzv_recover_refuse(m, CORE_EXCLUDED, msg);
-        }
-    }
+    for (size_t i = rz->rec.n; i-- > 0;)
+        if (rz->rec.v[i]->lost)
+            rdzv_recover_refuse_one(rz, rz->rec.v[i], rdzv_recover_cause(rz, rz->rec.v[i]));
 }
 
 /* The latest generation just broke (it ran until now): the members that armed their recovery are in its
@@ -391,13 +393,16 @@ void rdzv_recover_disarm(struct rdzv_node *n, const struct rdzv_join_req *j)
     rdzv_reply(n, id, CORE_CONFLICT, "the armed recovery was replaced by a join of the next round", NULL);
 }
 
-/* A member of the latest generation was lost while its recovery round may be open: a parked one is
- * answered EXCLUDED, the deadline is extended (at most twice), and the round may close without it. */
-void rdzv_recover_lost(struct rdzv *rz)
+/* Member lost of the latest generation was lost (why) while its recovery round may be open: if it was
+ * parked in the round it is answered EXCLUDED, the deadline is extended (at most twice), and the round may
+ * close without it.  O(1) but for the queue's removal: a job dying whole loses every member one by one,
+ * and a scan of the round (or of the gone list for the cause) per loss made that O(n^2). */
+void rdzv_recover_lost(struct rdzv *rz, struct rdzv_node *lost, const char *why)
 {
     if (!rz->rec_open || rz->rec_closing)
         return;
-    rdzv_recover_refuse_lost(rz);
+    if (lost->joining && lost->queue == RDZV_Q_RECOVER)
+        rdzv_recover_refuse_one(rz, lost, why);
     if (rz->rec_extended < 2) {
         rz->rec_extended++;
         rdzv_recover_arm(rz);
@@ -492,7 +497,7 @@ void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const ch
             rdzv_push(m, RDZV_MEMBER_LOST, rz->generation, id);
     }
     if (!first)
-        rdzv_recover_lost(rz);
+        rdzv_recover_lost(rz, lost, why);
     /* A round that waited for this generation to end may close now. */
     rdzv_round_check(rz);
 }
