@@ -24,7 +24,6 @@ LOAD_CPUS=${DIES_LOAD_CPUS:-1}
 OUT=${DIES_OUT:-$ROOT/bench/results}
 RC=$BUILD/bench/muster-recovery
 WORK=$(mktemp -d /tmp/muster-dies.XXXXXX)
-MPID=0
 
 for b in "$BUILD/store-server/musterd" "$RC" ${BASE:+"$BASE/store-server/musterd"}; do
     [ -x "$b" ] || { echo "dies_whole.sh: $b missing: ninja -C <build> store-server/musterd bench/muster-recovery" >&2; exit 2; }
@@ -36,31 +35,7 @@ log() {
     printf '[dies-whole %s] %s\n' "$(date +%T)" "$*" >&2
 }
 
-# Stop musterd and remove the scratch directory.
-cleanup() {
-    [ "$MPID" -gt 0 ] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# Start the musterd of build $1 on CPU 0 (a fresh one per job: nothing left from the last); sets PORT.
-start_musterd() {
-    rm -f "$WORK/port"
-    taskset -c 0 "$1/store-server/musterd" --listen 127.0.0.1:0 --port-file "$WORK/port" --max-connections 19000 \
-        --heartbeat-timeout 10000 --recovery-timeout 10000 --log-level warn >>"$WORK/musterd.log" 2>&1 &
-    MPID=$!
-    for _ in $(seq 100); do
-        [ -s "$WORK/port" ] && break
-        sleep 0.05
-    done
-    PORT=$(cat "$WORK/port" 2>/dev/null || echo 0)
-}
-
-# Stop the running musterd.
-stop_musterd() {
-    kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
-    MPID=0
-}
+. "$ROOT/bench/solo.sh"
 
 mkdir -p "$OUT"
 RAW=$OUT/dies-whole.jsonl
@@ -80,13 +55,13 @@ for rep in $(seq "$REPS"); do
             for which in this ${BASE:+base}; do
                 b=$BUILD
                 [ "$which" = base ] && b=$BASE
-                start_musterd "$b"
+                solo_start "$b/store-server/musterd" warn
                 out=null
                 if [ "$PORT" -gt 0 ]; then
                     out=$(timeout -k 5 180 taskset -c "$LOAD_CPUS" "$RC" --url "tcp://127.0.0.1:$PORT/d$rep-$mode-$n" \
                         --members "$n" --mode "$mode" --kill all --probe-ms 3000 --server-pid "$MPID" 2>>"$WORK/stderr.log" | tail -n 1)
                 fi
-                stop_musterd
+                solo_stop
                 case $out in "{"*) ;; *) out=null ;; esac
                 printf '{"rep":%d,"members":%d,"mode":"%s","build":"%s","result":%s}\n' "$rep" "$n" "$mode" "$which" \
                     "$out" >>"$RAW"

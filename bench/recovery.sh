@@ -26,7 +26,6 @@ RC=$BUILD/bench/muster-recovery
 OUT=${RECOVERY_OUT:-$ROOT/bench/results}
 RAW=$OUT/recovery.jsonl
 WORK=$(mktemp -d /tmp/muster-recovery.XXXXXX)
-MPID=0
 
 for b in "$MUSTERD" "$RC"; do
     [ -x "$b" ] || { echo "recovery.sh: $b missing: ninja -C $BUILD store-server/musterd bench/muster-recovery" >&2; exit 2; }
@@ -40,24 +39,11 @@ log() {
     printf '[recovery %s] %s\n' "$(date +%T)" "$*" >&2
 }
 
-# Stop musterd and remove the scratch directory.
-cleanup() {
-    [ "$MPID" -gt 0 ] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+. "$ROOT/bench/solo.sh"
 
-# Start musterd on CPU 0 (heartbeats every 3.3 s: detection here is by the closed connection); sets PORT.
+# Start musterd, or stop here when it does not start; sets PORT.
 start_musterd() {
-    rm -f "$WORK/port"
-    taskset -c 0 "$MUSTERD" --listen 127.0.0.1:0 --port-file "$WORK/port" --max-connections 19000 \
-        --heartbeat-timeout 10000 --recovery-timeout 10000 --log-level info >>"$WORK/musterd.log" 2>&1 &
-    MPID=$!
-    for _ in $(seq 100); do
-        [ -s "$WORK/port" ] && break
-        sleep 0.05
-    done
-    PORT=$(cat "$WORK/port" 2>/dev/null || echo 0)
+    solo_start "$MUSTERD" info
     [ "$PORT" -gt 0 ] || { log "musterd did not start"; tail -n 5 "$WORK/musterd.log" >&2; exit 1; }
 }
 
