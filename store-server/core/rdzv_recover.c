@@ -6,13 +6,13 @@
  *
  * When generation g breaks (a member's connection closed, it missed its
  * heartbeats, left, or was reported), the others are told MEMBER_LOST at
- * once, once per generation (rdzv_lose).  A survivor that can go on in place joins g's recovery round
- * (a join with recover set).  The round opens with the first such join and
- * closes when every live member of g that was not lost has joined it, or at
- * --recovery-timeout; a member lost while it is open extends it, at most
- * twice, and is listed in the answer.  Whoever has not joined by the deadline
- * is excluded too, so the round never closes with a member that has been
- * lost and never waits for ever.
+ * once, once per generation (rdzv_lose).  A survivor that can go on in
+ * place joins g's recovery round (a join with recover set).  The round
+ * opens with the first such join and closes when every live member of g
+ * that was not lost has joined it, or at --recovery-timeout; a member lost
+ * while it is open extends it, at most twice, and is listed in the answer.
+ * Whoever has not joined by the deadline is excluded too, so the round
+ * never closes with a member that has been lost and never waits for ever.
  *
  * Closing forms g + 1 from, in this order: the survivors, in their order in
  * g (what communicator shrinking needs); then newcomers (plain joins, in
