@@ -1,5 +1,5 @@
-/* The hot requests (get and add) decoded, and their OK replies encoded, without protobuf-c's
- * allocations: what protobuf-c would decode or pack, byte for byte, for the shapes it accepts. */
+/* The hot requests (get and add) decoded, and their OK replies and join answers encoded, without
+ * protobuf-c's allocations: what protobuf-c would decode or pack, byte for byte, for the shapes it accepts. */
 #ifndef MUSTERD_FASTPATH_H
 #define MUSTERD_FASTPATH_H
 
@@ -25,7 +25,8 @@ struct fastpath_req {
 int fastpath_decode(const uint8_t *body, size_t len, struct fastpath_req *out);
 
 /* Packed size of ServerFrame{response{id, result}} (status OK, no message) when result is a GetRes,
- * AddRes or SetRes; 0 for any other result, which takes protobuf-c's path. */
+ * AddRes, SetRes or a RdzvJoinRes whose assignment lists no members; 0 for any other result, which takes
+ * protobuf-c's path. */
 size_t fastpath_reply_size(uint64_t id, const ProtobufCMessage *result);
 
 /* Pack that frame's body (fastpath_reply_size bytes) at p, as protobuf-c packs it. */

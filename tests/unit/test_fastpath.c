@@ -1,5 +1,5 @@
 /*
- * Unit tests of musterd's protobuf-c-free get and add path
+ * Unit tests of musterd's protobuf-c-free get and add path and join answers
  * (store-server/native/fastpath.c) against protobuf-c itself: replies are
  * the bytes protobuf-c packs, and every frame the fast decoder takes (valid
  * ones and thousands of mutated ones) is one protobuf-c decodes to the same
@@ -66,6 +66,56 @@ static void t_replies(void *unused)
     Muster__DeleteRes d = MUSTER__DELETE_RES__INIT;
     CHECK_EQ(fastpath_reply_size(1, &d.base), 0);
     CHECK_EQ(fastpath_reply_size(1, NULL), 0);
+}
+
+/* A join's answer without members matches protobuf-c's bytes: zero and full fields, a newcomer's old
+ * rank (UINT32_MAX), ids and causes empty, short and past one length byte, 0 to 3 excluded members; one
+ * with a member list is left to protobuf-c. */
+static void t_join_replies(void *unused)
+{
+    (void)unused;
+    static const uint64_t ids[] = {0, 1, 300, UINT64_MAX};
+    static char longid[201];
+    memset(longid, 'n', sizeof longid - 1);
+    const char *strs[] = {NULL, "", "n7", longid};
+    unsigned cases = 0;
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        for (unsigned shape = 0; shape < 4 * 4 * 4; shape++) {
+            Muster__Excluded xv[3], *xp[3];
+            for (int k = 0; k < 3; k++) {
+                muster__excluded__init(&xv[k]);
+                xv[k].node_id = (char *)strs[(shape + (unsigned)k) % 4];
+                xv[k].old_node_rank = k == 1 ? UINT32_MAX : (uint32_t)k * 200;
+                xv[k].cause = (char *)strs[(shape / 4 + (unsigned)k) % 4];
+                xp[k] = &xv[k];
+            }
+            Muster__Assignment a = MUSTER__ASSIGNMENT__INIT;
+            int full = shape % 2;
+            a.generation = full ? UINT64_MAX - shape : 0;
+            a.node_rank = full ? 4095 : 0;
+            a.num_nodes = full ? 4096 : shape;
+            a.rank_start = full ? 32760 : 0;
+            a.local_world_size = 8;
+            a.world_size = full ? UINT32_MAX : 8;
+            a.node_id = (char *)strs[shape % 4];
+            a.previous_generation = shape / 16;
+            a.old_node_rank = shape % 3 == 0 ? UINT32_MAX : shape % 3 == 1 ? 0 : 127;
+            a.n_excluded = shape / 16;
+            a.excluded = a.n_excluded ? xp : NULL;
+            a.credential = (char *)strs[(shape / 2) % 4];
+            Muster__RdzvJoinRes r = MUSTER__RDZV_JOIN_RES__INIT;
+            r.assignment = &a;
+            tf_same_reply(ids[i], &r.base, MUSTER__RESPONSE__RESULT_RDZV_JOIN);
+            cases++;
+        }
+    CHECK_EQ(cases, 4 * 64);
+    Muster__Member mb = MUSTER__MEMBER__INIT, *mp = &mb;
+    Muster__Assignment a = MUSTER__ASSIGNMENT__INIT;
+    a.n_members = 1;
+    a.members = &mp;
+    Muster__RdzvJoinRes r = MUSTER__RDZV_JOIN_RES__INIT;
+    r.assignment = &a;
+    CHECK_EQ(fastpath_reply_size(1, &r.base), 0); /* a member list is spliced in by op_rdzv.c */
 }
 
 /* Pack ClientFrame{request} with protobuf-c into buf; its size. */
@@ -205,6 +255,7 @@ int main(void)
 {
     h_init("unit-fastpath", 60);
     H_RUN(t_replies, NULL);
+    H_RUN(t_join_replies, NULL);
     H_RUN(t_valid, NULL);
     H_RUN(t_declined, NULL);
     H_RUN(t_mutated, NULL);
