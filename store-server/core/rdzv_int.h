@@ -57,6 +57,7 @@ struct rdzv_node {
     uint32_t old_rank;             /* its rank in the generation before (recovery rounds), or RDZV_NO_RANK */
     int lost;                      /* lost from its generation (excluded: rz->gone says why) */
     int broke;                     /* its loss is what broke that generation (the first loss) */
+    uint64_t told_gen;             /* the generation whose break it was told (MEMBER_LOST, once each) */
     uint64_t seen_ms;              /* wall-clock time of its last join or heartbeat (for timeouts' words) */
     char suspect_by[RDZV_ID_MAX + 1]; /* the member whose report of it awaits a second vote ("" none) */
     struct core_timer *hb_timer;

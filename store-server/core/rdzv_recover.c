@@ -91,6 +91,18 @@ static const char *rdzv_recover_cause(const struct rdzv *rz, const struct rdzv_n
     return "lost";
 }
 
+/* Tell member m of the latest generation that it broke (lost: the id of the loss that broke it), unless m is
+ * lost or was told already: MEMBER_LOST is told once per generation.  A member told at the break may join
+ * the round within the break's turn (a report and a recover join sent together), and the end of the turn
+ * must not tell it again. */
+static void rdzv_recover_tell(struct rdzv *rz, struct rdzv_node *m, const char *lost)
+{
+    if (m->lost || m->told_gen == rz->generation)
+        return;
+    m->told_gen = rz->generation;
+    rdzv_push(m, RDZV_MEMBER_LOST, rz->generation, lost);
+}
+
 /* Tell the members parked in the round (armed ahead, or joined in the turn of the break) the break that
  * rdzv_lose held back from them, before anything is answered; the turn is over. */
 static void rdzv_recover_tell_armed(struct rdzv *rz)
@@ -103,8 +115,7 @@ static void rdzv_recover_tell_armed(struct rdzv *rz)
     const struct core_hooks *h = &rdzv_core(rz)->hooks;
     uint64_t t = h->mono_us(h->ctx);
     for (size_t i = 0; i < rz->rec.n; i++)
-        if (!rz->rec.v[i]->lost)
-            rdzv_push(rz->rec.v[i], RDZV_MEMBER_LOST, rz->generation, rz->gone[0].id);
+        rdzv_recover_tell(rz, rz->rec.v[i], rz->gone[0].id);
     rz->told_us = h->mono_us(h->ctx) - t;
 }
 
@@ -493,8 +504,8 @@ void rdzv_lose(struct rdzv *rz, struct rdzv_node *lost, const char *id, const ch
     /* Those in the recovery round (armed) hear at the end of the break's turn, with their answer. */
     for (size_t i = 0; first && i < rz->members.n; i++) {
         struct rdzv_node *m = rz->members.v[i];
-        if (m != lost && !m->lost && !(rz->rec_deferred && m->joining && m->queue == RDZV_Q_RECOVER))
-            rdzv_push(m, RDZV_MEMBER_LOST, rz->generation, id);
+        if (m != lost && !(rz->rec_deferred && m->joining && m->queue == RDZV_Q_RECOVER))
+            rdzv_recover_tell(rz, m, id);
     }
     if (!first)
         rdzv_recover_lost(rz, lost, why);

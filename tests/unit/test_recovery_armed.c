@@ -297,6 +297,30 @@ static void t_all_lost(void *unused)
     }
 }
 
+/* A member told of the break that joins the round within the break's turn (its report and its recover join
+ * sent together) is not told again at the end of the turn: MEMBER_LOST comes once per generation. */
+static void t_told_once(void *unused)
+{
+    (void)unused;
+    struct t_world w;
+    struct t_node v[3] = {{0}};
+    t_world_init(&w, 0);
+    t_form_members(&w, v, 3);
+    CHECK_EQ(ta_join(&w, &v[0], "", 1, T_ARMED), MUSTER__STATUS__OK);
+    t_kill(&v[2]);
+    CHECK_EQ(v[1].events, 1); /* told at the break */
+    CHECK_EQ(v[0].events, 0); /* armed: told at the end of the turn */
+    CHECK_EQ(ta_join(&w, &v[1], "", 1, T_RECOVER), MUSTER__STATUS__OK);
+    t_turn();
+    CHECK_EQ(v[0].events, 1);
+    CHECK_EQ(v[1].events, 1);
+    CHECK_EQ(v[0].replies, 2);
+    CHECK_STR(v[1].agreed, "gen 2 prev 1 | n0:0->0 n1:1->1 x n2:2:closed its connection");
+    CHECK_STR(v[0].agreed, v[1].agreed);
+    t_close_all(v, 3);
+    t_world_fini(&w);
+}
+
 int main(void)
 {
     h_init("recovery_armed", 20);
@@ -308,5 +332,6 @@ int main(void)
     H_RUN(t_armed_refused, NULL);
     H_RUN(t_lost_together, NULL);
     H_RUN(t_all_lost, NULL);
+    H_RUN(t_told_once, NULL);
     return h_finish();
 }
